@@ -1,0 +1,192 @@
+"""The common shape of every local randomizer: a pure protocol with its tally and unbiased estimator.
+
+A mechanism is an immutable value (a frozen dataclass whose repr shows ε). It owns, in one place, the
+randomizer (secure :meth:`randomize` for devices, vectorized :meth:`simulate` for experiments), the exact
+output probabilities, the report encoding, the tally and the estimator with its variance, so that client and
+aggregator never derive p or q twice.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Integral, Real
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import InvalidParameter
+from ..sampling import RandBelow
+from .estimate import Estimate, Tally
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["MAX_EPSILON", "MAX_K", "Mechanism", "check_epsilon", "check_k"]
+
+#: Largest ε a mechanism accepts. Beyond it randomized response is no longer meaningfully private.
+MAX_EPSILON = 20.0
+#: Largest domain size (bounded by the OLH hash's prime 2^31 − 1 and by unary reports' size).
+MAX_K = 1 << 20
+
+
+def check_epsilon(epsilon: object) -> float:
+    """Validate ε: a finite real number in (0, MAX_EPSILON]."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+        raise InvalidParameter(f"'epsilon' must be a finite number in (0, {MAX_EPSILON:g}], got {epsilon!r}")
+    value = float(epsilon)
+    if not math.isfinite(value) or not 0 < value <= MAX_EPSILON:
+        raise InvalidParameter(f"'epsilon' must be a finite number in (0, {MAX_EPSILON:g}], got {epsilon!r}")
+    return value
+
+
+def check_k(k: object, minimum: int = 2) -> int:
+    """Validate the domain size k: an integer in [minimum, MAX_K]."""
+    if isinstance(k, bool) or not isinstance(k, Integral) or not minimum <= int(k) <= MAX_K:
+        raise InvalidParameter(f"'k' must be an integer in [{minimum}, {MAX_K}], got {k!r}")
+    return int(k)
+
+
+@dataclass(frozen=True)
+class Mechanism(ABC):
+    """An ε-LDP frequency oracle over the categories {0, …, k−1} (a pure protocol, Wang et al. 2017).
+
+    Subclasses define p* = P(v ∈ Support(y) | x = v) and q* = P(v ∈ Support(y) | x ≠ v), the randomizer,
+    the report encoding and the support of a report; estimation is shared.
+    """
+
+    epsilon: float
+    k: int
+
+    name: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "k", check_k(self.k))
+
+    # -- parameters -------------------------------------------------------------------------------------
+    @property
+    def epsilon_exact(self) -> Fraction:
+        """ε as the exact rational value of its float: what the exact samplers use."""
+        return Fraction(self.epsilon)
+
+    @property
+    @abstractmethod
+    def p_star(self) -> float:
+        """P(v ∈ Support(y) | x = v)."""
+
+    @property
+    @abstractmethod
+    def q_star(self) -> float:
+        """P(v ∈ Support(y) | x ≠ v)."""
+
+    def per_user_variance(self) -> float:
+        """Approximate variance of one count per respondent, q*(1−q*)/(p*−q*)² (the n_v → 0 term)."""
+        p, q = self.p_star, self.q_star
+        return q * (1 - q) / (p - q) ** 2
+
+    # -- values ----------------------------------------------------------------------------------------
+    def check_value(self, value: object) -> int:
+        """Validate a true value: an integer category index in [0, k)."""
+        if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= int(value) < self.k:
+            raise InvalidParameter(
+                f"'value' must be an integer category index in [0, {self.k}), got {value!r}"
+            )
+        return int(value)
+
+    def _check_values(self, values: Any) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        array = np.asarray(values)
+        if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+            raise InvalidParameter("'values' must be a one-dimensional sequence of integer category indices")
+        array = array.astype(np.int64, copy=False)
+        if array.size and (array.min() < 0 or array.max() >= self.k):
+            raise InvalidParameter(f"'values' must lie in [0, {self.k}), got values in "
+                                   f"[{array.min()}, {array.max()}]")
+        return array
+
+    # -- randomizers -----------------------------------------------------------------------------------
+    @abstractmethod
+    def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> Any:
+        """One ε-LDP report of ``value``, sampled exactly from ``randbelow`` (default: the OS CSPRNG)."""
+
+    @abstractmethod
+    def simulate(self, values: Any, *, rng: np.random.Generator) -> Any:
+        """Reports for many values at once, drawn from the numpy generator ``rng`` (simulation only).
+
+        Same distribution as :meth:`randomize`, but the generator is not a CSPRNG and floats are compared
+        with probabilities: never use this on a device.
+        """
+
+    @abstractmethod
+    def output_probability(self, value: int, report: Any) -> float:
+        """P(report | value), exactly as the randomizer draws it (for OLH, conditional on the seed)."""
+
+    # -- reports ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def encode_report(self, report: Any) -> Any:
+        """The report as a JSON value (docs/wire-format.md)."""
+
+    @abstractmethod
+    def decode_report(self, obj: Any) -> Any:
+        """Parse and validate a JSON report; raises InvalidReport if it is outside the report space."""
+
+    @abstractmethod
+    def support(self, report: Any) -> list[int]:
+        """The categories v with v ∈ Support(report)."""
+
+    @abstractmethod
+    def _tally_simulated(self, reports: Any) -> Tally | None:
+        """Vectorized tally of :meth:`simulate` output, or None if ``reports`` is not such output."""
+
+    def tally(self, reports: Any) -> Tally:
+        """Sufficient statistic of ``reports``: device reports (an iterable) or :meth:`simulate` output."""
+        fast = self._tally_simulated(reports)
+        if fast is not None:
+            return fast
+        n = 0
+        counts = [0] * self.k
+        for report in reports:
+            n += 1
+            for v in self.support(report):
+                counts[v] += 1
+        return Tally(n, tuple(counts))
+
+    # -- estimation ------------------------------------------------------------------------------------
+    def estimate(self, reports: Any) -> Estimate:
+        """Unbiased counts with standard errors from reports (see :meth:`estimate_tally`)."""
+        return self.estimate_tally(self.tally(reports))
+
+    def estimate_tally(self, tally: Tally) -> Estimate:
+        """ĉ_v = (S_v − n·q*)/(p*−q*), Var̂(ĉ_v) = n·q*(1−q*)/(p*−q*)² + ĉ_v·(1−p*−q*)/(p*−q*).
+
+        O(k) whatever n. The plug-in variance is unbiased (linear in the count) and non-negative.
+        """
+        import numpy as np
+
+        if tally.k != self.k:
+            raise InvalidParameter(f"tally has {tally.k} categories, mechanism has k={self.k}")
+        p, q = self.p_star, self.q_star
+        support = np.asarray(tally.support, dtype=np.float64)
+        counts = (support - tally.n * q) / (p - q)
+        variance = tally.n * q * (1 - q) / (p - q) ** 2 + counts * (1 - p - q) / (p - q)
+        return Estimate(self.name, self.epsilon, tally.n, counts, np.maximum(variance, 0.0), tally)
+
+    def count_variance(self, true_counts: Sequence[int] | Iterable[int]) -> npt.NDArray[np.float64]:
+        """Exact Var(ĉ_v) given the true counts n_v (n = Σ n_v), including the n_v term:
+
+        Var(ĉ_v) = n·q*(1−q*)/(p*−q*)² + n_v·(1−p*−q*)/(p*−q*)   (Wang et al. 2017, Thm. 2).
+        """
+        import numpy as np
+
+        counts = np.asarray(list(true_counts), dtype=np.float64)
+        if counts.shape != (self.k,) or (counts < 0).any():
+            raise InvalidParameter(f"'true_counts' must be {self.k} non-negative counts")
+        n = counts.sum()
+        p, q = self.p_star, self.q_star
+        result: npt.NDArray[np.float64] = n * q * (1 - q) / (p - q) ** 2 + counts * (1 - p - q) / (p - q)
+        return result

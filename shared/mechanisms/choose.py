@@ -1,0 +1,55 @@
+"""Mechanism registry and the rule that picks the lowest-variance mechanism for k and ε.
+
+Approximate variance of one count per respondent (Wang et al. 2017, §5):
+GRR (e^ε+k−2)/(e^ε−1)², OUE 4e^ε/(e^ε−1)², OLH (e^ε−1+g)²/((e^ε−1)²(g−1)) ≥ OUE's with integer g.
+GRR wins iff k < 3e^ε + 2; otherwise OUE (ties with OLH, whose report is only O(log g) bits, go to OLH).
+"""
+
+from __future__ import annotations
+
+from .base import Mechanism, check_epsilon, check_k
+from .grr import GRR, BinaryRR
+from .olh import OLH
+from .oue import OUE
+
+__all__ = ["MECHANISMS", "choose_mechanism", "mechanism_from_name"]
+
+#: Wire name → class.
+MECHANISMS: dict[str, type[Mechanism]] = {
+    BinaryRR.name: BinaryRR,
+    GRR.name: GRR,
+    OUE.name: OUE,
+    OLH.name: OLH,
+}
+
+
+def mechanism_from_name(name: str, *, epsilon: float, k: int) -> Mechanism:
+    """Build a mechanism from its wire name (``binary-rr``, ``grr``, ``oue``, ``olh``)."""
+    from ..errors import InvalidParameter
+
+    cls = MECHANISMS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise InvalidParameter(f"'mechanism' must be one of {', '.join(MECHANISMS)}, got {name!r}")
+    if cls is BinaryRR:
+        if k != 2:
+            raise InvalidParameter(f"'k' must be 2 for binary-rr, got {k!r}")
+        return BinaryRR(epsilon)
+    return cls(epsilon, k)
+
+
+def choose_mechanism(k: int, epsilon: float) -> Mechanism:
+    """The mechanism with the lowest analytic variance for k categories at ε.
+
+    k = 2 gives :class:`BinaryRR` (GRR at k = 2). Otherwise GRR when k < 3e^ε + 2, else OUE, or OLH when
+    its variance ties OUE's (then OLH's shorter report decides).
+    """
+    k = check_k(k)
+    epsilon = check_epsilon(epsilon)
+    if k == 2:
+        return BinaryRR(epsilon)
+    candidates: list[Mechanism] = [GRR(epsilon, k), OLH(epsilon, k), OUE(epsilon, k)]
+    best = min(c.per_user_variance() for c in candidates)
+    for candidate in candidates:  # first within rounding of the best, in order of report size
+        if candidate.per_user_variance() <= best * (1 + 1e-12):
+            return candidate
+    raise AssertionError("unreachable")  # pragma: no cover

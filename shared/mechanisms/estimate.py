@@ -1,0 +1,199 @@
+"""Tallies (sufficient statistics) and estimates with calibrated standard errors.
+
+Tallying turns reports into ``Tally(n, support)`` with ``support[v] = #{i : v ∈ Support(y_i)}``; estimating
+turns a tally into an :class:`Estimate` in O(k), whatever n is. For a pure protocol (Wang, Blocki, Li and Jha,
+"Locally Differentially Private Protocols for Frequency Estimation", USENIX Security 2017, §3) with
+p* = P(v ∈ Support(y) | x = v) and q* = P(v ∈ Support(y) | x ≠ v):
+
+    ĉ_v = (S_v − n·q*)/(p* − q*)                                   (unbiased)
+    Var(ĉ_v) = n·q*(1−q*)/(p*−q*)² + n_v·(1−p*−q*)/(p*−q*)          (exact, given the true counts)
+
+``Estimate.variance`` is the exact formula at n_v = ĉ_v; it is linear in n_v, hence an unbiased plug-in, and
+it is never negative (at S_v = 0 it equals n·p*·q*/(p*−q*)²).
+
+numpy is imported here only: estimating is an aggregator/analyst task, never a device one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidParameter
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+
+__all__ = ["Estimate", "Tally", "normal_quantile", "project_to_simplex"]
+
+
+def normal_quantile(level: float) -> float:
+    """z such that a two-sided normal interval ±z·sd has coverage ``level`` (e.g. 1.95996 at 0.95)."""
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise InvalidParameter(f"'level' must be a number in (0, 1), got {level!r}")
+    return NormalDist().inv_cdf((1 + level) / 2)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Sufficient statistic of a batch of reports: ``n`` reports and the support count of each category.
+
+    Tallies add (``t1 + t2``), so the aggregator keeps them incrementally per campaign and group.
+    """
+
+    n: int
+    support: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.n < 0 or any(s < 0 for s in self.support):
+            raise InvalidParameter(f"a tally's counts must be non-negative, got n={self.n}")
+
+    @classmethod
+    def zero(cls, k: int) -> Tally:
+        """The tally of no reports over k categories."""
+        return cls(0, (0,) * k)
+
+    @property
+    def k(self) -> int:
+        return len(self.support)
+
+    def __add__(self, other: Tally) -> Tally:
+        if not isinstance(other, Tally):
+            return NotImplemented
+        if other.k != self.k:
+            raise InvalidParameter(f"cannot add tallies over {self.k} and {other.k} categories")
+        return Tally(self.n + other.n, tuple(a + b for a, b in zip(self.support, other.support, strict=True)))
+
+
+def project_to_simplex(counts: FloatArray, total: float) -> FloatArray:
+    """Euclidean projection of ``counts`` onto {x ≥ 0, Σx = total} (Duchi et al. 2008).
+
+    Sort u descending; ρ = max{j : u_j − (Σ_{r≤j} u_r − total)/j > 0}; θ = (Σ_{r≤ρ} u_r − total)/ρ;
+    x = max(c − θ, 0). Post-processing: free in privacy, but biased (large counts pulled down, zeros pushed
+    up; Wang et al., NDSS 2020).
+    """
+    import numpy as np
+
+    c = np.asarray(counts, dtype=np.float64)
+    if total <= 0 or c.size == 0:
+        return np.zeros_like(c)
+    u = np.sort(c)[::-1]
+    cumulative = np.cumsum(u) - total
+    j = np.arange(1, c.size + 1)
+    rho = int(np.nonzero(u - cumulative / j > 0)[0][-1]) + 1
+    theta = cumulative[rho - 1] / rho
+    projected: FloatArray = np.maximum(c - theta, 0.0)
+    return projected
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Unbiased counts with their exact plug-in variance, for one mechanism run over n reports.
+
+    ``counts[v]`` estimates the number of respondents holding category v; ``variance[v]`` is the unbiased
+    plug-in of its exact variance; ``ci(level)`` is the normal-approximation interval counts ± z·stderr.
+    Proportions are counts/n with stderr/n. :meth:`consistent` gives non-negative counts summing to n
+    (post-processed, **biased**; use the raw counts for sums and variances).
+    """
+
+    mechanism: str
+    epsilon: float
+    n: int
+    counts: FloatArray
+    variance: FloatArray
+    tally: Tally | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def k(self) -> int:
+        return int(self.counts.shape[0])
+
+    @property
+    def stderr(self) -> FloatArray:
+        """√variance of each count."""
+        import numpy as np
+
+        result: FloatArray = np.sqrt(np.maximum(self.variance, 0.0))
+        return result
+
+    def ci(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+        """Two-sided normal-approximation interval for each count: ĉ ± z_{(1+level)/2}·stderr."""
+        z = normal_quantile(level)
+        half = z * self.stderr
+        return self.counts - half, self.counts + half
+
+    @property
+    def proportions(self) -> FloatArray:
+        """ĉ_v/n (NaN when n = 0)."""
+        import numpy as np
+
+        if self.n == 0:
+            return np.full(self.k, np.nan)
+        result: FloatArray = self.counts / self.n
+        return result
+
+    @property
+    def proportion_stderr(self) -> FloatArray:
+        """stderr/n: the standard error of each proportion (NaN when n = 0)."""
+        import numpy as np
+
+        if self.n == 0:
+            return np.full(self.k, np.nan)
+        result: FloatArray = self.stderr / self.n
+        return result
+
+    def proportion_ci(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+        """ci(level) divided by n."""
+        low, high = self.ci(level)
+        if self.n == 0:
+            return self.proportions, self.proportions
+        return low / self.n, high / self.n
+
+    def consistent(self) -> FloatArray:
+        """Counts projected onto {x ≥ 0, Σx = n}: consistent but **biased** (post-processing)."""
+        return project_to_simplex(self.counts, float(self.n))
+
+    def to_dict(self, level: float = 0.95, categories: Sequence[str] | None = None) -> dict[str, Any]:
+        """JSON-ready summary: per category the count, stderr, CI, proportion with stderr and CI, and the
+        consistent (biased) count. Undefined proportions (n = 0) are ``None``, never NaN."""
+        if categories is None:
+            categories = [str(v) for v in range(self.k)]
+        if len(categories) != self.k:
+            raise InvalidParameter(f"'categories' must have {self.k} labels, got {len(categories)}")
+        low, high = self.ci(level)
+        plow, phigh = self.proportion_ci(level)
+        consistent = self.consistent()
+
+        def num(x: Any) -> float | None:
+            value = float(x)
+            return None if value != value else value
+
+        rows = []
+        for v, label in enumerate(categories):
+            rows.append(
+                {
+                    "category": label,
+                    "count": num(self.counts[v]),
+                    "stderr": num(self.stderr[v]),
+                    "ci": [num(low[v]), num(high[v])],
+                    "proportion": num(self.proportions[v]),
+                    "proportion_stderr": num(self.proportion_stderr[v]),
+                    "proportion_ci": [num(plow[v]), num(phigh[v])],
+                    "consistent_count": num(consistent[v]),
+                }
+            )
+        return {
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "n": self.n,
+            "level": level,
+            "categories": rows,
+            "consistent": {
+                "biased": True,
+                "method": "euclidean projection onto {x >= 0, sum x = n}",
+            },
+        }

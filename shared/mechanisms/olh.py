@@ -1,0 +1,167 @@
+"""Optimized local hashing (Wang, Blocki, Li and Jha, USENIX Security 2017, §4.4).
+
+Each report draws a fresh 64-bit seed, hashes its value into g = round(e^ε)+1 buckets (the authors'
+``int(round(e^ε))+1``) and sends (seed, GRR_g(H_seed(x))). Given the seed the report is g-ary randomized
+response, so it is ε-LDP whatever the hash. With p* = e^ε/(e^ε+g−1), q* = 1/g:
+
+    ĉ_v = (S_v − n/g)/(p* − 1/g),  S_v = #{i : H_i(v) = y_i}
+    Var(ĉ_v) = n·q*(1−q*)/(p*−q*)² + n_v·(1−p*−q*)/(p*−q*)
+
+The hash is the Carter–Wegman universal family over the Mersenne prime P = 2^31 − 1, keyed by the seed:
+
+    a = 1 + ((seed >> 32) mod (P − 1)),  b = (seed & 0xFFFFFFFF) mod P,
+    H_seed(v) = ((a·v + b) mod P) mod g.
+
+It is exactly reproducible in any language with 64-bit integers (a·v + b < 2^63 for v < P) and vectorizes in
+numpy, so tallying costs O(k) per report. For x ≠ v, P_seed[H(x) = H(v)] = 1/g + O(g/P): the estimator's bias
+from hash non-uniformity is below 10⁻⁸ of n for any g here.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+from ..errors import InvalidReport
+from ..sampling import RandBelow, randomized_choice
+from .base import Mechanism
+from .estimate import Tally
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["OLH", "OLHReport", "OLHReports", "olh_hash"]
+
+PRIME = (1 << 31) - 1
+_SEED_BITS = 64
+_HEX = frozenset("0123456789abcdef")
+
+
+class OLHReport(NamedTuple):
+    """One OLH report: the hash seed (0 ≤ seed < 2^64) and the randomized bucket (0 ≤ y < g)."""
+
+    seed: int
+    y: int
+
+
+class OLHReports(NamedTuple):
+    """Many simulated OLH reports: ``seeds`` (uint64 array) and ``y`` (int64 array)."""
+
+    seeds: np.ndarray
+    y: np.ndarray
+
+
+def _coefficients(seed: int) -> tuple[int, int]:
+    return 1 + ((seed >> 32) % (PRIME - 1)), (seed & 0xFFFFFFFF) % PRIME
+
+
+def olh_hash(seed: int, value: int, g: int) -> int:
+    """H_seed(value) = ((a·value + b) mod P) mod g with (a, b) derived from the seed as documented above."""
+    a, b = _coefficients(seed)
+    return ((a * value + b) % PRIME) % g
+
+
+@dataclass(frozen=True)
+class OLH(Mechanism):
+    """Optimized local hashing with g = round(e^ε)+1 buckets; reports are :class:`OLHReport`."""
+
+    name: ClassVar[str] = "olh"
+
+    @property
+    def g(self) -> int:
+        """Number of hash buckets, round(e^ε)+1 (at least 2)."""
+        return max(2, round(math.exp(self.epsilon)) + 1)
+
+    @property
+    def p_star(self) -> float:
+        return 1.0 / (1.0 + (self.g - 1) * math.exp(-self.epsilon))
+
+    @property
+    def q_star(self) -> float:
+        return 1.0 / self.g
+
+    def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> OLHReport:
+        """Fresh seed from ``randbelow``, then exact g-ary randomized response on the hashed value."""
+        x = self.check_value(value)
+        seed = randbelow(1 << _SEED_BITS)
+        y = randomized_choice(olh_hash(seed, x, self.g), self.g, self.epsilon_exact, randbelow)
+        return OLHReport(seed, y)
+
+    def simulate(self, values: Any, *, rng: np.random.Generator) -> OLHReports:
+        """Seeds uniform on [0, 2^64) and GRR_g of the hashed values, vectorized."""
+        import numpy as np
+
+        x = self._check_values(values).astype(np.uint64)
+        seeds = rng.integers(0, np.iinfo(np.uint64).max, size=x.size, dtype=np.uint64, endpoint=True)
+        h = self._hash_many(seeds, x)
+        keep = rng.random(x.size) < self.p_star
+        other = (h + 1 + rng.integers(0, self.g - 1, size=x.size)) % self.g
+        return OLHReports(seeds, np.where(keep, h, other).astype(np.int64))
+
+    def _hash_many(self, seeds: np.ndarray, values: Any) -> np.ndarray:
+        import numpy as np
+
+        prime = np.uint64(PRIME)
+        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
+        b = (seeds & np.uint64(0xFFFFFFFF)) % prime
+        hashed = (a * np.asarray(values, dtype=np.uint64) + b) % prime % np.uint64(self.g)
+        result: np.ndarray = hashed.astype(np.int64)
+        return result
+
+    def output_probability(self, value: int, report: Any) -> float:
+        x = self.check_value(value)
+        seed, y = self.decode_report(report)
+        if olh_hash(seed, x, self.g) == y:
+            return self.p_star
+        return (1.0 - self.p_star) / (self.g - 1)
+
+    def encode_report(self, report: Any) -> dict[str, Any]:
+        seed, y = self.decode_report(report)
+        return {"seed": format(seed, "016x"), "y": y}
+
+    def decode_report(self, obj: Any) -> OLHReport:
+        if isinstance(obj, tuple) and len(obj) == 2:
+            seed, y = obj
+            if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < (1 << _SEED_BITS):
+                return OLHReport(seed, self._check_bucket(y))
+            raise InvalidReport(f"an olh seed must be an integer in [0, 2^64), got {seed!r}")
+        if not isinstance(obj, dict) or set(obj) != {"seed", "y"}:
+            raise InvalidReport('an olh report must be an object {"seed": "<16 hex digits>", "y": <int>}')
+        seed_hex = obj["seed"]
+        if not isinstance(seed_hex, str) or len(seed_hex) != 16 or not set(seed_hex) <= _HEX:
+            raise InvalidReport(f"an olh seed must be 16 lowercase hex digits, got {str(seed_hex)[:40]!r}")
+        return OLHReport(int(seed_hex, 16), self._check_bucket(obj["y"]))
+
+    def _check_bucket(self, y: Any) -> int:
+        if isinstance(y, bool) or not isinstance(y, Integral) or not 0 <= int(y) < self.g:
+            raise InvalidReport(f"an olh bucket 'y' must be an integer in [0, {self.g}), got {y!r}")
+        return int(y)
+
+    def support(self, report: Any) -> list[int]:
+        seed, y = self.decode_report(report)
+        a, b = _coefficients(seed)
+        g = self.g
+        return [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
+
+    def _tally_simulated(self, reports: Any) -> Tally | None:
+        import numpy as np
+
+        if not isinstance(reports, OLHReports):
+            return None
+        seeds = np.asarray(reports.seeds, dtype=np.uint64)
+        y = np.asarray(reports.y, dtype=np.int64)
+        prime = np.uint64(PRIME)
+        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
+        b = (seeds & np.uint64(0xFFFFFFFF)) % prime
+        g = np.uint64(self.g)
+        yu = y.astype(np.uint64)
+        counts = []
+        hashed = b.copy()  # (a·v + b) mod P, updated incrementally in v
+        for _ in range(self.k):
+            counts.append(int(np.count_nonzero(hashed % g == yu)))
+            hashed += a
+            hashed %= prime
+        return Tally(int(y.size), tuple(counts))
