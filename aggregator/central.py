@@ -1,0 +1,327 @@
+"""Trusted-curator (central) releases and the per-campaign privacy accountant.
+
+A central campaign trades the device-side guarantee for accuracy: the aggregator **holds the raw answers**
+(tallies where ``support[v]`` is the number of respondents with value v) and releases each histogram bin
+plus noise (Dwork, McSherry, Nissim and Smith, TCC 2006). See ``docs/central.md`` for what that costs.
+
+Noise (per bin, scale b = Δ/ε, Δ the histogram's ℓ1 sensitivity under the campaign's adjacency):
+
+* ``discrete-laplace`` (default): the geometric mechanism of Ghosh, Roughgarden and Sundararajan (2009),
+  P(Z = z) = (1−a)/(1+a)·a^|z| with a = e^(−1/b), drawn exactly from ``secrets`` with integer arithmetic
+  (:func:`deniable.shared.sampling.discrete_laplace`, Canonne–Kamath–Steinke 2020, Alg. 2). It is ε-DP
+  exactly. Var = 2a/(1−a)² = 1/(2·sinh²(1/(2b))), slightly below 2b² (sd 1.357 against 1.414 at b = 1).
+* ``laplace``: the textbook Laplace(b), made safe against Mironov's floating-point attack (CCS 2012) by
+  the lattice construction OpenDP uses: exact discrete Laplace on the grid γ·ℤ, γ = 2^−20, with scale b/γ
+  in grid units. Counts are integers (multiples of 2^20 grid steps), so moving one person shifts a bin by
+  Δ·2^20 steps and the privacy loss is exactly Δ·2^20·γ/b = ε. Outputs are dyadic rationals, exact as
+  floats. Var = γ²/(2·sinh²(γ/(2b))) = 2b² − γ²/6 + O(γ⁴/b²): the reported stderr is √2·b to 13 digits.
+
+Adjacency → sensitivity: ``add-remove`` (one person added or removed: one bin moves by 1) → Δ = 1;
+``replace`` (one person's answer changed: one bin −1, another +1) → Δ = 2.
+
+Accountant (pure ε-DP, persisted in ``campaigns.epsilon_spent``): a release spends its ε (sequential
+composition, Dwork et al. 2006); a release grouped by a field spends ε **once** for all its groups, since
+the groups are disjoint (parallel composition, McSherry 2009); the same release asked again (same
+``group_by`` and noise over the same data snapshot, i.e. the same ``n_reports`` of an append-only store)
+is served from ``central_releases`` and spends nothing (post-processing); the CI level is not part of the
+key because intervals are recomputed from the stored noisy counts (post-processing again). A release that
+would take the spent ε past the budget raises :class:`BudgetExceeded` (expected as HTTP 409 Conflict).
+ε values are added in decimal (``Decimal(repr(ε))``) so that ten releases at 0.1 spend exactly 1.
+
+Contract with the service (``aggregator/api``): the estimate route of a central campaign calls::
+
+    with store.transaction() as conn:                      # BEGIN IMMEDIATE: atomic read-modify-write
+        body = central.release(conn, campaign_id, epsilon=eps, k=k, categories=labels,
+                               group_by=field_or_None, group_values=declared_values_or_None,
+                               level=level, noise=noise)
+
+``release`` reads ``campaigns`` (budget, adjacency, epsilon_spent, n_reports) and ``tallies`` (the raw
+counts per ``(group_field, group_value)``, ``("", "")`` overall), writes ``central_releases`` and
+``campaigns.epsilon_spent``, and returns the JSON body: the shape of ``Estimate.to_dict`` (per category
+count, stderr, ci, proportion…) plus ``trust_model``, ``noise``, ``scale``, ``sensitivity``,
+``adjacency``, ``epsilon_spent``, ``epsilon_remaining``, ``budget``, ``cached`` and ``release_key``;
+grouped, ``{"group_by": f, "groups": [{"group": value, **estimate}], ...}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import sqlite3
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
+from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
+from deniable.shared.sampling import discrete_laplace
+
+__all__ = [
+    "ADJACENCIES",
+    "LATTICE_BITS",
+    "NOISES",
+    "charge",
+    "noise_scale",
+    "noise_variance",
+    "noisy_counts",
+    "release",
+    "release_key",
+    "remaining",
+    "render",
+    "sample_noise",
+    "sensitivity",
+]
+
+#: ℓ1 sensitivity of a histogram under each adjacency relation.
+ADJACENCIES: Mapping[str, int] = {"add-remove": 1, "replace": 2}
+
+#: Noise families a release may ask for; the first is the default.
+NOISES: tuple[str, ...] = ("discrete-laplace", "laplace")
+
+#: The ``laplace`` noise lives on the lattice 2^−LATTICE_BITS·ℤ.
+LATTICE_BITS = 20
+_LATTICE = Fraction(1, 2**LATTICE_BITS)
+
+
+def _check_epsilon(epsilon: float, name: str = "epsilon") -> None:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not math.isfinite(epsilon):
+        raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
+    if epsilon <= 0:
+        raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
+
+
+def _check_noise(noise: str) -> None:
+    if noise not in NOISES:
+        raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
+
+
+def sensitivity(adjacency: str) -> int:
+    """Δ of a histogram: 1 under ``add-remove``, 2 under ``replace`` (one bin −1, another +1)."""
+    try:
+        return ADJACENCIES[adjacency]
+    except KeyError:
+        raise InvalidConfig(
+            f"'adjacency' must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}"
+        ) from None
+
+
+def noise_scale(epsilon: float, delta: int) -> Fraction:
+    """b = Δ/ε, exactly (ε as the exact rational value of its float)."""
+    _check_epsilon(epsilon)
+    return Fraction(delta) / Fraction(epsilon)
+
+
+def noise_variance(noise: str, scale: Fraction | float) -> float:
+    """Exact variance of one bin's noise: 1/(2 sinh²(1/2b)) (discrete) or γ²/(2 sinh²(γ/2b)) (lattice)."""
+    _check_noise(noise)
+    b = float(scale)
+    if noise == "discrete-laplace":
+        return 1.0 / (2.0 * math.sinh(0.5 / b) ** 2)
+    gamma = float(_LATTICE)
+    return gamma * gamma / (2.0 * math.sinh(0.5 * gamma / b) ** 2)
+
+
+def sample_noise(noise: str, scale: Fraction) -> Fraction:
+    """One exact draw of the noise (from ``secrets``): an integer, or a multiple of 2^−20 for ``laplace``."""
+    _check_noise(noise)
+    if noise == "discrete-laplace":
+        return Fraction(discrete_laplace(scale))
+    return Fraction(discrete_laplace(scale / _LATTICE)) * _LATTICE
+
+
+def noisy_counts(counts: Sequence[int], *, epsilon: float, delta: int, noise: str) -> list[float]:
+    """Each count plus independent noise of scale Δ/ε: ε-DP for a histogram of ℓ1 sensitivity Δ."""
+    scale = noise_scale(epsilon, delta)
+    return [float(int(c) + sample_noise(noise, scale)) for c in counts]
+
+
+# -- the accountant --------------------------------------------------------------------------------
+
+
+def _dec(x: float) -> Decimal:
+    return Decimal(repr(float(x)))
+
+
+def remaining(spent: float, budget: float) -> float:
+    """The ε left: budget − spent, computed in decimal, never below 0."""
+    return float(max(_dec(budget) - _dec(spent), Decimal(0)))
+
+
+def charge(spent: float, budget: float, epsilon: float, *, campaign_id: str = "") -> float:
+    """The ε spent after a release of ``epsilon`` (sequential composition: spent + ε).
+
+    Raises :class:`BudgetExceeded` naming what is spent, left and requested when spent + ε > budget.
+    """
+    _check_epsilon(epsilon)
+    total = _dec(spent) + _dec(epsilon)
+    if total > _dec(budget):
+        left = remaining(spent, budget)
+        name = f"campaign {campaign_id!r}" if campaign_id else "this campaign"
+        raise BudgetExceeded(
+            f"{name} has spent epsilon {float(_dec(spent))} of its budget {float(budget)} "
+            f"({left} left); this release needs {float(epsilon)}. Releases already made are served "
+            "again for free; for new ones create a campaign with a larger budget",
+            spent=float(_dec(spent)),
+            remaining=left,
+            requested=float(epsilon),
+        )
+    return float(total)
+
+
+def release_key(group_by: str | None, noise: str, snapshot: int) -> str:
+    """Identity of a release: what is released (grouping, noise) over which data (report count)."""
+    canonical = json.dumps({"group_by": group_by or "", "noise": noise, "snapshot": snapshot}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+# -- releases --------------------------------------------------------------------------------------
+
+
+def _read_tallies(conn: sqlite3.Connection, campaign_id: str, field: str) -> dict[str, tuple[int, list[int]]]:
+    rows = conn.execute(
+        "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?",
+        (campaign_id, field),
+    )
+    return {value: (int(n), json.loads(support)) for value, n, support in rows}
+
+
+def _draw(
+    tallies: Mapping[str, tuple[int, list[int]]],
+    values: Sequence[str],
+    *,
+    k: int,
+    epsilon: float,
+    adjacency: str,
+    noise: str,
+) -> dict[str, Any]:
+    delta = sensitivity(adjacency)
+    scale = noise_scale(epsilon, delta)
+    groups = {}
+    for value in values:
+        n, support = tallies.get(value, (0, [0] * k))
+        if len(support) != k:
+            raise InvalidConfig(f"the stored tally has {len(support)} categories, the campaign {k}")
+        counts = noisy_counts(support, epsilon=epsilon, delta=delta, noise=noise)
+        # Only the overall n under replace-one is public; otherwise n is itself a count (a person may be
+        # added, removed or moved to another group), estimated from the sum of the noisy bins.
+        public_n = adjacency == "replace" and list(values) == [""]
+        groups[value] = {"n": n if public_n else None, "counts": counts}
+    return {
+        "noise": noise,
+        "epsilon": float(epsilon),
+        "adjacency": adjacency,
+        "sensitivity": delta,
+        "scale": [scale.numerator, scale.denominator],
+        "groups": groups,
+    }
+
+
+def _estimate(stored: Mapping[str, Any], group: Mapping[str, Any]) -> Estimate:
+    import numpy as np
+
+    counts = np.asarray(group["counts"], dtype=np.float64)
+    scale = Fraction(*stored["scale"])
+    n = group["n"] if group["n"] is not None else max(0, round(float(counts.sum())))
+    variance = np.full(counts.shape, noise_variance(stored["noise"], scale))
+    return Estimate(
+        mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance
+    )
+
+
+def render(
+    stored: Mapping[str, Any],
+    *,
+    level: float,
+    categories: Sequence[str] | None,
+    group_by: str | None,
+) -> dict[str, Any]:
+    """The JSON body of a stored release at CI ``level`` (post-processing: no ε)."""
+    scale = Fraction(*stored["scale"])
+    meta = {
+        "trust_model": "central",
+        "noise": stored["noise"],
+        "scale": float(scale),
+        "sensitivity": stored["sensitivity"],
+        "adjacency": stored["adjacency"],
+        "n_public": all(group["n"] is not None for group in stored["groups"].values()),
+    }
+    groups = stored["groups"]
+    if group_by is None:
+        body: dict[str, Any] = _estimate(stored, groups[""]).to_dict(level=level, categories=categories)
+        body.update(meta)
+        return body
+    rows = [
+        {"group": value, **_estimate(stored, group).to_dict(level=level, categories=categories)}
+        for value, group in sorted(groups.items())
+    ]
+    return {"group_by": group_by, "epsilon": stored["epsilon"], "level": level, "groups": rows, **meta}
+
+
+def release(
+    conn: sqlite3.Connection,
+    campaign_id: str,
+    *,
+    epsilon: float,
+    k: int,
+    categories: Sequence[str] | None = None,
+    group_by: str | None = None,
+    group_values: Sequence[str] | None = None,
+    level: float = 0.95,
+    noise: str = "discrete-laplace",
+) -> dict[str, Any]:
+    """Release the campaign's noisy histogram (per group if ``group_by``), spending ε at most once.
+
+    Must run inside the caller's write transaction (``Store.transaction()``, BEGIN IMMEDIATE) so that the
+    budget check, the noise draw and the spend are one atomic step. ``group_values`` are the declared
+    values of the field: each gets a release even when empty, so that which groups appear reveals nothing;
+    without them, the observed values are released (their presence is then public). Raises
+    :class:`BudgetExceeded` (nothing spent, nothing stored) when the release would pass the budget.
+    """
+    if not conn.in_transaction:
+        raise RuntimeError("central.release must run inside Store.transaction() (BEGIN IMMEDIATE)")
+    _check_epsilon(epsilon)
+    _check_noise(noise)
+    normal_quantile(level)
+    row = conn.execute(
+        "SELECT trust_model, budget, adjacency, epsilon_spent, n_reports FROM campaigns WHERE id = ?",
+        (campaign_id,),
+    ).fetchone()
+    if row is None:
+        raise UnknownCampaign(f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns")
+    trust_model, budget, adjacency, spent, n_reports = row
+    if trust_model != "central" or budget is None:
+        raise InvalidConfig(f"campaign {campaign_id!r} is not a central campaign with a budget")
+    key = release_key(group_by, noise, int(n_reports))
+    cached = conn.execute(
+        "SELECT result_json FROM central_releases WHERE campaign_id = ? AND release_key = ?",
+        (campaign_id, key),
+    ).fetchone()
+    if cached is not None:
+        stored = json.loads(cached[0])
+    else:
+        new_spent = charge(spent, budget, epsilon, campaign_id=campaign_id)
+        field = group_by or ""
+        tallies = _read_tallies(conn, campaign_id, field)
+        values = [""] if group_by is None else sorted(set(group_values or ()) | set(tallies))
+        stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise)
+        conn.execute(
+            "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (campaign_id, key, float(epsilon), json.dumps(stored), dt.datetime.now(dt.UTC).isoformat()),
+        )
+        conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (new_spent, campaign_id))
+        spent = new_spent
+    body = render(stored, level=level, categories=categories, group_by=group_by)
+    body.update(
+        {
+            "epsilon_spent": float(_dec(spent)),
+            "epsilon_remaining": remaining(spent, budget),
+            "budget": float(budget),
+            "cached": cached is not None,
+            "release_key": key,
+        }
+    )
+    return body
