@@ -1,0 +1,510 @@
+"""The campaign descriptor: the public config a device fetches, validates and pins before it answers.
+
+The aggregator serves it at ``GET /api/v1/campaigns/<id>`` (JSON layout in ``docs/wire-format.md``).
+Validation is strict and raises ``InvalidConfig`` naming the field and its allowed range, so a device never
+randomizes under a descriptor it does not fully understand.
+
+Trust models:
+
+- ``local``: the device randomizes with ``mechanism`` at ``epsilon`` (ε-LDP, ``deniable.shared.mechanisms``)
+  and only the randomized report leaves it; the payload is ``{"report": <wire report>, "groups": {...}}``.
+- ``central``: the device sends its category index, encrypted, to a curator it trusts; the curator adds
+  noise to each release, spending ``epsilon`` per release from a total ``budget`` (sequential composition,
+  ``adjacency`` fixing the sensitivity). There is no device mechanism: ``mechanism`` is ``"none"``. The
+  payload is ``{"value": <index>, "groups": {...}}``.
+
+Group fields (e.g. ``country``) are public attributes sent as they are (inside the encryption): they are not
+randomized, and estimates per group are estimates over the reports that declared that group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Literal
+
+from deniable.shared.envelope import (
+    FORMAT_VERSION,
+    SUITE_ID,
+    SUPPORTED_VERSIONS,
+    canonical_json,
+    check_public_key,
+    decode_key,
+    encode_key,
+)
+from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
+
+__all__ = [
+    "ADJACENCIES",
+    "CENTRAL_MECHANISM",
+    "LOCAL_MECHANISMS",
+    "MAX_CATEGORIES",
+    "MAX_CATEGORY_CHARS",
+    "MAX_EPSILON",
+    "MAX_GROUP_FIELDS",
+    "MAX_GROUP_VALUE_CHARS",
+    "MAX_QUESTION_CHARS",
+    "TRUST_MODELS",
+    "CampaignConfig",
+]
+
+LOCAL_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
+#: The ``mechanism`` of a central campaign: the device does not randomize.
+CENTRAL_MECHANISM = "none"
+TRUST_MODELS: tuple[str, ...] = ("local", "central")
+ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
+STATUSES: tuple[str, ...] = ("open", "closed")
+MAX_EPSILON = 10.0
+MAX_BUDGET = 100.0
+MAX_CATEGORIES = 4096
+MAX_CATEGORY_CHARS = 200
+MAX_QUESTION_CHARS = 2000
+MAX_GROUP_FIELDS = 8
+MAX_GROUP_VALUE_CHARS = 64
+
+_SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_REQUIRED_KEYS = frozenset(
+    {
+        "id", "question", "categories", "epsilon", "mechanism", "params", "group_fields", "public_key",
+        "format_version", "suite", "status", "trust_model",
+    }
+)
+_OPTIONAL_KEYS = frozenset({"budget", "adjacency"})
+_UNPINNED_KEYS = frozenset({"status"})
+#: The JSON type of each mechanism's wire report (``docs/wire-format.md``).
+_WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
+_JSON_NAMES: dict[type, str] = {int: "integer", str: "string of hex digits", dict: "object"}
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """A campaign's public descriptor, valid by construction (``InvalidConfig`` otherwise).
+
+    ``params`` holds ``k`` (= number of categories) and, for OLH, ``g = round(e^ε) + 1`` (Wang et al. 2017).
+    For central campaigns ``epsilon`` is what one release spends and ``budget`` the total ε of all releases.
+    """
+
+    id: str
+    question: str
+    categories: tuple[str, ...]
+    epsilon: float
+    mechanism: str
+    params: Mapping[str, int]
+    group_fields: tuple[str, ...]
+    public_key: str
+    format_version: int = FORMAT_VERSION
+    suite: str = SUITE_ID
+    status: Literal["open", "closed"] = "open"
+    trust_model: Literal["local", "central"] = "local"
+    budget: float | None = None
+    adjacency: Literal["add-remove", "replace"] | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        _check_slug("id", self.id)
+        _check_text("question", self.question, MAX_QUESTION_CHARS)
+        set_(self, "categories", _check_categories(self.categories))
+        set_(self, "epsilon", _check_number("epsilon", self.epsilon, MAX_EPSILON))
+        set_(self, "group_fields", _check_group_fields(self.group_fields))
+        _check_choice("trust_model", self.trust_model, TRUST_MODELS)
+        _check_choice("status", self.status, STATUSES)
+        _check_public_key(self.public_key)
+        if isinstance(self.format_version, bool) or self.format_version not in SUPPORTED_VERSIONS:
+            raise InvalidConfig(
+                f"'format_version' must be one of {list(SUPPORTED_VERSIONS)}, "
+                f"got {_show(self.format_version)}; update the client to read newer campaigns"
+            )
+        if self.suite != SUITE_ID:
+            raise InvalidConfig(f"'suite' must be {SUITE_ID!r}, got {_show(self.suite)}")
+        if self.trust_model == "central":
+            self._check_central()
+        else:
+            self._check_local()
+        set_(self, "params", MappingProxyType(_check_params(self.params, self._expected_params())))
+
+    def _check_local(self) -> None:
+        if self.budget is not None or self.adjacency is not None:
+            raise InvalidConfig(
+                "'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones"
+            )
+        _check_choice("mechanism", self.mechanism, LOCAL_MECHANISMS)
+        if self.mechanism == "binary-rr" and len(self.categories) != 2:
+            raise InvalidConfig(
+                f"mechanism 'binary-rr' needs exactly 2 categories, got {len(self.categories)}; "
+                "use 'grr', 'oue' or 'olh'"
+            )
+
+    def _check_central(self) -> None:
+        if self.mechanism != CENTRAL_MECHANISM:
+            raise InvalidConfig(
+                f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r}, "
+                f"got {_show(self.mechanism)}"
+            )
+        if self.budget is None:
+            raise InvalidConfig("central campaigns need a 'budget': the total ε of all releases")
+        budget = _check_number("budget", self.budget, MAX_BUDGET)
+        if budget < self.epsilon:
+            raise InvalidConfig(
+                f"'budget' ({budget:g}) must be at least 'epsilon' ({self.epsilon:g}), the ε of one release"
+            )
+        object.__setattr__(self, "budget", budget)
+        adjacency = "add-remove" if self.adjacency is None else self.adjacency
+        _check_choice("adjacency", adjacency, ADJACENCIES)
+        object.__setattr__(self, "adjacency", adjacency)
+
+    def _expected_params(self) -> dict[str, int]:
+        expected = {"k": len(self.categories)}
+        if self.mechanism == "olh":
+            expected["g"] = _olh_g(self.build_mechanism())
+        return expected
+
+    # ------------------------------------------------------------------------------------------ building
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        id: str,
+        question: str,
+        categories: Sequence[str],
+        epsilon: float,
+        public_key: str | bytes,
+        mechanism: str | None = "auto",
+        group_fields: Sequence[str] = (),
+        trust_model: str = "local",
+        budget: float | None = None,
+        adjacency: str | None = None,
+    ) -> CampaignConfig:
+        """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
+
+        ``auto`` picks the lowest-variance local mechanism for (k, ε) (``choose_mechanism``); central
+        campaigns take ``"auto"``, ``None`` or ``"none"``. ``public_key`` may be raw bytes or base64url.
+        """
+        cats = _check_categories(categories)
+        eps = _check_number("epsilon", epsilon, MAX_EPSILON)
+        if trust_model == "central" and mechanism in ("auto", None):
+            mechanism = CENTRAL_MECHANISM
+        elif trust_model != "central" and mechanism == "auto":
+            mechanism = choose_mechanism(len(cats), eps).name
+        params: dict[str, int] = {"k": len(cats)}
+        if mechanism == "olh":
+            params["g"] = _olh_g(_build(mechanism, eps, len(cats)))
+        key = encode_key(public_key) if isinstance(public_key, bytes) else public_key
+        return cls(
+            id=id,
+            question=question,
+            categories=cats,
+            epsilon=eps,
+            mechanism=str(mechanism),
+            params=params,
+            group_fields=tuple(group_fields),
+            public_key=key,
+            trust_model=trust_model,  # type: ignore[arg-type]  # validated in __post_init__
+            budget=budget,
+            adjacency=adjacency,  # type: ignore[arg-type]
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``)."""
+        return {
+            "id": self.id,
+            "question": self.question,
+            "categories": list(self.categories),
+            "epsilon": self.epsilon,
+            "mechanism": self.mechanism,
+            "params": dict(self.params),
+            "group_fields": list(self.group_fields),
+            "public_key": self.public_key,
+            "format_version": self.format_version,
+            "suite": self.suite,
+            "status": self.status,
+            "trust_model": self.trust_model,
+            "budget": self.budget,
+            "adjacency": self.adjacency,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> CampaignConfig:
+        """Parse and validate a descriptor; raises ``InvalidConfig`` (and nothing else) naming the field."""
+        if not isinstance(obj, dict):
+            raise InvalidConfig(f"a campaign config must be a JSON object, got {_show(obj)}")
+        missing = sorted(_REQUIRED_KEYS - set(obj))
+        unknown = sorted(str(key) for key in set(obj) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
+        if missing or unknown:
+            parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
+            parts += [f"unknown {', '.join(_show(k) for k in unknown[:5])}"] if unknown else []
+            raise InvalidConfig(f"campaign config keys are wrong: {'; '.join(parts)}")
+        for name in ("categories", "group_fields"):
+            if not isinstance(obj[name], list):
+                raise InvalidConfig(f"{name!r} must be a JSON array, got {_show(obj[name])}")
+        if not isinstance(obj["params"], dict):
+            raise InvalidConfig(f"'params' must be a JSON object, got {_show(obj['params'])}")
+        return cls(
+            id=obj["id"],
+            question=obj["question"],
+            categories=tuple(obj["categories"]),
+            epsilon=obj["epsilon"],
+            mechanism=obj["mechanism"],
+            params=obj["params"],
+            group_fields=tuple(obj["group_fields"]),
+            public_key=obj["public_key"],
+            format_version=obj["format_version"],
+            suite=obj["suite"],
+            status=obj["status"],
+            trust_model=obj["trust_model"],
+            budget=obj.get("budget"),
+            adjacency=obj.get("adjacency"),
+        )
+
+    # ------------------------------------------------------------------------------------------ using
+
+    @property
+    def k(self) -> int:
+        """The number of categories."""
+        return len(self.categories)
+
+    @property
+    def public_key_bytes(self) -> bytes:
+        """The raw 32-byte X25519 public key to seal reports to."""
+        raw: bytes = decode_key(self.public_key, name="public_key")
+        return raw
+
+    def build_mechanism(self) -> Mechanism:
+        """The local mechanism (``mechanism_from_name(mechanism, epsilon=, k=)``), built once and cached.
+
+        Raises ``InvalidConfig`` for a central campaign, which has none.
+        """
+        if self.trust_model == "central":
+            raise InvalidConfig(
+                f"campaign '{self.id}' is a central campaign: the device sends its value to the curator "
+                "and has no mechanism to randomize with"
+            )
+        return self._mechanism
+
+    @cached_property
+    def _mechanism(self) -> Mechanism:
+        return _build(self.mechanism, self.epsilon, self.k)
+
+    def category_index(self, label: object) -> int:
+        """The index of ``label`` among the categories; ``InvalidParameter`` if it is not one of them."""
+        index = self._index.get(label) if isinstance(label, str) else None
+        if index is None:
+            shown = ", ".join(repr(c) for c in self.categories[:10])
+            more = f", ... ({self.k} categories)" if self.k > 10 else ""
+            raise InvalidParameter(
+                f"value {_show(label)} is not a category of campaign '{self.id}'; "
+                f"expected one of {shown}{more}"
+            )
+        return index
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {label: i for i, label in enumerate(self.categories)}
+
+    def pinned_fingerprint(self) -> str:
+        """SHA-256 (64 hex) of the canonical JSON (RFC 8785) of every field except ``status``.
+
+        A device pins this at first use and refuses a descriptor whose fingerprint differs. The question is
+        included: a changed wording under the same id asks for different consent, so it is a different
+        campaign. ``status`` is excluded: closing a campaign is its normal life.
+        """
+        pinned = {key: value for key, value in self.to_json().items() if key not in _UNPINNED_KEYS}
+        return hashlib.sha256(canonical_json(pinned)).hexdigest()
+
+    def make_payload(self, report_or_value: Any, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The plaintext of one envelope.
+
+        Local: ``report_or_value`` is the device report from ``build_mechanism().randomize(index)`` and the
+        payload is ``{"report": encode_report(report), "groups": groups}``. Central: it is the category
+        index and the payload is ``{"value": index, "groups": groups}``. Raises ``InvalidParameter``.
+        """
+        checked = self._check_groups({} if groups is None else groups, InvalidParameter)
+        if self.trust_model == "central":
+            self._check_index(report_or_value, InvalidParameter)
+            return {"value": report_or_value, "groups": checked}
+        return {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
+
+    def decode_payload(self, payload: object) -> tuple[Any, dict[str, str]]:
+        """Validate a decrypted payload against this campaign: ``(report or value, groups)``.
+
+        Local: the report is decoded with the mechanism (outside its report space → ``InvalidReport``).
+        Central: the value must be an integer index in ``[0, k)``. Groups must be exactly the campaign's
+        group fields with string values of 1..64 characters. Raises ``InvalidReport`` and nothing else.
+        """
+        key = "value" if self.trust_model == "central" else "report"
+        if not isinstance(payload, dict) or set(payload) != {key, "groups"}:
+            shown = sorted(map(str, payload)) if isinstance(payload, dict) else _show(payload)
+            raise InvalidReport(
+                f"the payload of a {self.trust_model} campaign must be an object with exactly the keys "
+                f"{key!r} and 'groups', got {shown}"
+            )
+        groups = self._check_groups(payload["groups"], InvalidReport)
+        if self.trust_model == "central":
+            return self._check_index(payload["value"], InvalidReport), groups
+        wire = payload["report"]
+        wire_type = _WIRE_TYPES[self.mechanism]
+        if isinstance(wire, bool) or not isinstance(wire, wire_type):
+            raise InvalidReport(
+                f"a {self.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, got {_show(wire)}"
+            )
+        try:
+            report = self.build_mechanism().decode_report(wire)
+        except InvalidReport:
+            raise
+        except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            raise InvalidReport(f"the report is not a valid {self.mechanism} report: {exc}") from exc
+        return report, groups
+
+    def _check_index(self, value: object, error: type[ValueError]) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.k:
+            raise error(f"'value' must be a category index in [0, {self.k}), got {_show(value)}")
+        return value
+
+    def _check_groups(self, groups: object, error: type[ValueError]) -> dict[str, str]:
+        if not isinstance(groups, Mapping):
+            raise error(f"'groups' must be an object mapping group fields to strings, got {_show(groups)}")
+        expected = set(self.group_fields)
+        if set(groups) != expected:
+            missing = sorted(expected - set(groups))
+            extra = sorted(_show(k) for k in set(groups) - expected)
+            raise error(
+                f"'groups' must have exactly the group fields of campaign '{self.id}' "
+                f"({', '.join(map(repr, self.group_fields)) or 'none'}): "
+                + "; ".join(
+                    ([f"missing {', '.join(map(repr, missing))}"] if missing else [])
+                    + ([f"unexpected {', '.join(extra[:5])}"] if extra else [])
+                )
+            )
+        for name, value in groups.items():
+            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
+                raise error(
+                    f"group '{name}' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
+                    f"got {_show(value)}"
+                )
+            _check_unicode(f"group '{name}'", value, error)
+        return dict(groups)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def _build(name: str, epsilon: float, k: int) -> Mechanism:
+    try:
+        return mechanism_from_name(name, epsilon=epsilon, k=k)
+    except InvalidParameter as exc:
+        raise InvalidConfig(f"mechanism {name!r} cannot run with epsilon={epsilon:g}, k={k}: {exc}") from exc
+
+
+def _olh_g(mechanism: Mechanism) -> int:
+    assert isinstance(mechanism, OLH)
+    return int(mechanism.g)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else f"a string of {len(value)} characters"
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def _check_unicode(name: str, value: str, error: type[ValueError]) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{name} must be valid Unicode text (it contains a lone surrogate)") from exc
+
+
+def _check_slug(name: str, value: object) -> None:
+    if not isinstance(value, str) or _SLUG_RE.fullmatch(value) is None:
+        raise InvalidConfig(
+            f"{name!r} must be a slug matching ^[a-z0-9][a-z0-9-]{{0,63}}$ (lowercase letters, digits, '-'), "
+            f"got {_show(value)}"
+        )
+
+
+def _check_text(name: str, value: object, max_chars: int) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars:
+        raise InvalidConfig(f"{name!r} must be a string of 1..{max_chars} characters, got {_show(value)}")
+    _check_unicode(repr(name), value, InvalidConfig)
+
+
+def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidConfig(f"{name!r} must be one of {', '.join(map(repr, allowed))}, got {_show(value)}")
+
+
+def _check_number(name: str, value: object, upper: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= upper
+    ):
+        raise InvalidConfig(f"{name!r} must be a finite number in (0, {upper:g}], got {_show(value)}")
+    return float(value)
+
+
+def _check_categories(categories: object) -> tuple[str, ...]:
+    if not isinstance(categories, list | tuple) or not 2 <= len(categories) <= MAX_CATEGORIES:
+        size = f"{len(categories)} of them" if isinstance(categories, list | tuple) else _show(categories)
+        raise InvalidConfig(f"'categories' must be a list of 2..{MAX_CATEGORIES} labels, got {size}")
+    for i, label in enumerate(categories):
+        if not isinstance(label, str) or not 1 <= len(label) <= MAX_CATEGORY_CHARS:
+            raise InvalidConfig(
+                f"'categories[{i}]' must be a string of 1..{MAX_CATEGORY_CHARS} characters, "
+                f"got {_show(label)}"
+            )
+        _check_unicode(f"'categories[{i}]'", label, InvalidConfig)
+    if len(set(categories)) != len(categories):
+        seen: set[str] = set()
+        for label in categories:
+            if label in seen:
+                break
+            seen.add(label)
+        raise InvalidConfig(f"'categories' must be unique, {label!r} appears twice")
+    return tuple(categories)
+
+
+def _check_group_fields(group_fields: object) -> tuple[str, ...]:
+    if not isinstance(group_fields, list | tuple) or len(group_fields) > MAX_GROUP_FIELDS:
+        raise InvalidConfig(
+            f"'group_fields' must be a list of at most {MAX_GROUP_FIELDS} slugs, got {_show(group_fields)}"
+            + (f" of {len(group_fields)}" if isinstance(group_fields, list | tuple) else "")
+        )
+    for i, name in enumerate(group_fields):
+        _check_slug(f"group_fields[{i}]", name)
+    if len(set(group_fields)) != len(group_fields):
+        raise InvalidConfig("'group_fields' must be unique")
+    return tuple(group_fields)
+
+
+def _check_public_key(public_key: object) -> None:
+    if not isinstance(public_key, str):
+        raise InvalidConfig(f"'public_key' must be a base64url string, got {_show(public_key)}")
+    try:
+        check_public_key(decode_key(public_key, name="public_key"))
+    except InvalidParameter as exc:
+        raise InvalidConfig(str(exc)) from exc
+
+
+def _check_params(params: object, expected: dict[str, int]) -> dict[str, int]:
+    if not isinstance(params, Mapping):
+        raise InvalidConfig(f"'params' must be an object, got {_show(params)}")
+    if set(params) != set(expected):
+        raise InvalidConfig(
+            f"'params' must have exactly the keys {', '.join(map(repr, sorted(expected)))}, "
+            f"got {', '.join(_show(k) for k in sorted(map(str, params))) or 'none'}"
+        )
+    for name, value in expected.items():
+        got = params[name]
+        if isinstance(got, bool) or not isinstance(got, int) or got != value:
+            why = "the number of categories" if name == "k" else "round(e^epsilon) + 1"
+            raise InvalidConfig(f"'params.{name}' must be {value} ({why}), got {_show(got)}")
+    return dict(params)
