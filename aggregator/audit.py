@@ -1,0 +1,378 @@
+"""Empirical privacy auditing: a statistically valid lower bound on a mechanism's ε.
+
+Method (Jagielski, Ullman and Oprea, "Auditing Differentially Private Machine Learning", NeurIPS 2020):
+
+1. Fix two neighbouring inputs D₀, D₁ and run the mechanism N times on each.
+2. On the first half of the samples, choose the output event S that best separates them: outcomes are
+   ranked by their likelihood ratio and S is the prefix (in either direction) with the best bound.
+3. On the held-out half (N₀ = N₁ = N/2 runs), count k₀ = #{M(D₀) ∈ S} and k₁ = #{M(D₁) ∈ S} and report
+
+       ε_LB = ln( CP_lower(k₀, N₀) / CP_upper(k₁, N₁) )
+
+   with Clopper–Pearson bounds, each two-sided at level α = 1 − confidence, so that the pair (hence the
+   bound) holds with probability ≥ 1 − α. Because S was chosen on other samples, the bound is valid for
+   any mechanism: a true ε-DP mechanism gives ε_LB > ε with probability at most α.
+
+The auditor also reports the point estimate ln((k₀/N₀)/(k₁/N₁)) (∞ when S never happened under D₁: no
+finite ε fits the samples) and the statistical distance, estimated on the held-out half from the event
+{outcomes more frequent under D₀}, with its Clopper–Pearson lower bound.
+
+What is audited (``--mechanism``):
+
+* ``binary-rr``, ``grr``, ``oue``, ``olh``: the local randomizers on the values 0 and 1. They run through
+  their vectorized ``simulate`` with a seeded numpy generator, which draws from the same distribution
+  as the device's exact ``randomize`` (the exact samplers are tested against their probabilities
+  elsewhere). Each report is reduced to its support pattern (0 ∈ Support(y), 1 ∈ Support(y)): for these
+  pure protocols the likelihood ratio P(y | 0)/P(y | 1) is a function of that pattern, so no event is lost.
+* ``discrete-laplace``: the central release of one count (0 against 1, sensitivity 1), the noise drawn as
+  a difference of two geometric variables, which is the two-sided geometric law.
+* ``subsample``: Dwork 2006, Example 3, which releases each record independently with probability p,
+  on D₁ = nine records and D₀ = D₁ plus one. It is not ε-DP for any finite ε (the extra record appears
+  with probability p under D₀ and never under D₁) although its statistical distance is only p.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from deniable.shared.errors import InvalidParameter
+from deniable.shared.mechanisms import MECHANISMS, Mechanism, OLHReports, mechanism_from_name, olh_hash
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    IntArray = npt.NDArray[np.int64]
+
+__all__ = [
+    "AUDITABLE",
+    "AuditResult",
+    "Neighbours",
+    "audit",
+    "audit_neighbours",
+    "clopper_pearson",
+    "discrete_laplace_neighbours",
+    "local_neighbours",
+    "register",
+    "subsample_neighbours",
+]
+
+#: Names ``deniable audit --mechanism`` accepts.
+AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "subsample")
+
+#: Records besides the target in the subsampling audit (Example 3).
+_SUBSAMPLE_OTHERS = 9
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """A mechanism on two neighbouring inputs: ``sample(which, size, rng)`` returns integer outcome codes
+    of ``size`` runs on input ``which`` (0 or 1); ``describe(code)`` names an outcome."""
+
+    name: str
+    claimed_epsilon: float
+    sample: Callable[[int, int, np.random.Generator], IntArray]
+    describe: Callable[[int], str]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The audit's findings; ``epsilon_lower_bound`` holds with probability ≥ ``confidence``."""
+
+    mechanism: str
+    claimed_epsilon: float
+    trials: int
+    confidence: float
+    event: str
+    hits: tuple[int, int]
+    runs: tuple[int, int]
+    probability_intervals: tuple[tuple[float, float], tuple[float, float]]
+    epsilon_lower_bound: float
+    epsilon_point: float
+    statistical_distance: float
+    statistical_distance_lower: float
+
+    @property
+    def violated(self) -> bool:
+        """Whether the samples refute the claim (ε_LB > claimed ε) at the stated confidence."""
+        return self.epsilon_lower_bound > self.claimed_epsilon
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (an infinite point estimate becomes the string ``"inf"``)."""
+        result = asdict(self)
+        if math.isinf(self.epsilon_point):
+            result["epsilon_point"] = "inf"
+        result["violated"] = self.violated
+        return result
+
+    def summary(self) -> str:
+        """A human-readable report of the audit."""
+        (lo0, hi0), (lo1, hi1) = self.probability_intervals
+        level = f"{self.confidence:.0%}"
+        point = "∞" if math.isinf(self.epsilon_point) else f"{self.epsilon_point:.4f}"
+        lines = [
+            f"audit of {self.mechanism} (claimed ε = {self.claimed_epsilon:g}), "
+            f"{self.trials} runs per input, half to choose the event, half to measure it",
+            f"most distinguishing event: {self.event}",
+            f"  under D0: {self.hits[0]}/{self.runs[0]} (CP {level}: [{lo0:.6g}, {hi0:.6g}])",
+            f"  under D1: {self.hits[1]}/{self.runs[1]} (CP {level}: [{lo1:.6g}, {hi1:.6g}])",
+            f"ε lower bound ({level} confidence): {self.epsilon_lower_bound:.4f}   point estimate: {point}",
+            f"statistical distance: {self.statistical_distance:.4f} (≥ {self.statistical_distance_lower:.4f}"
+            f" at {level})",
+        ]
+        if math.isinf(self.epsilon_point):
+            lines.append(
+                "the event never happened under D1: no finite ε fits these samples, and the lower bound "
+                "grows without limit with the number of runs (about ln(P(S|D0)·N/ln(2/α)))"
+            )
+        if self.violated:
+            lines.append(f"VIOLATION: the mechanism is not {self.claimed_epsilon:g}-DP ({level} confidence)")
+        else:
+            lines.append(f"consistent with the claim: ε_LB ≤ {self.claimed_epsilon:g}")
+        return "\n".join(lines)
+
+
+def clopper_pearson(hits: Any, runs: Any, confidence: float) -> tuple[Any, Any]:
+    """Two-sided Clopper–Pearson interval for a binomial proportion at ``confidence`` (vectorized).
+
+    lower = Beta⁻¹(α/2; k, n−k+1) (0 at k = 0), upper = Beta⁻¹(1−α/2; k+1, n−k) (1 at k = n), α = 1 −
+    confidence; at k = 0 the upper bound is 1 − (α/2)^(1/n).
+    """
+    import numpy as np
+    from scipy.stats import beta
+
+    k = np.asarray(hits, dtype=np.float64)
+    n = np.asarray(runs, dtype=np.float64)
+    alpha = 1.0 - confidence
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lower = np.where(k > 0, beta.ppf(alpha / 2, np.maximum(k, 1e-300), n - k + 1), 0.0)
+        upper = np.where(k < n, beta.ppf(1 - alpha / 2, k + 1, np.maximum(n - k, 1e-300)), 1.0)
+    return lower, upper
+
+
+def _log_ratio_bound(k0: Any, n0: Any, k1: Any, n1: Any, confidence: float) -> Any:
+    import numpy as np
+
+    low0, _ = clopper_pearson(k0, n0, confidence)
+    _, high1 = clopper_pearson(k1, n1, confidence)
+    with np.errstate(divide="ignore"):
+        return np.log(low0) - np.log(high1)
+
+
+def _best_event(c0: IntArray, c1: IntArray, confidence: float) -> tuple[int, IntArray]:
+    """The event (direction, outcome indices) with the best ε bound on the selection samples."""
+    import numpy as np
+
+    n0, n1 = int(c0.sum()), int(c1.sum())
+    best: tuple[float, int, IntArray] | None = None
+    for direction, (a, b, na, nb) in enumerate(((c0, c1, n0, n1), (c1, c0, n1, n0))):
+        order = np.lexsort((-a, -(a + 0.5) / (b + 0.5)))
+        bounds = _log_ratio_bound(np.cumsum(a[order]), na, np.cumsum(b[order]), nb, confidence)
+        j = int(np.argmax(bounds))
+        if best is None or bounds[j] > best[0]:
+            best = (float(bounds[j]), direction, order[: j + 1])
+    assert best is not None
+    return best[1], best[2]
+
+
+def audit_neighbours(
+    target: Neighbours, *, trials: int = 200_000, confidence: float = 0.95, seed: int | None = 0
+) -> AuditResult:
+    """Run ``target`` ``trials`` times on each input and return the ε lower bound (see module doc)."""
+    import numpy as np
+
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 100:
+        raise InvalidParameter(f"'trials' must be an integer >= 100, got {trials!r}")
+    if not isinstance(confidence, int | float) or not 0.5 <= confidence < 1:
+        raise InvalidParameter(f"'confidence' must be a number in [0.5, 1), got {confidence!r}")
+    rng = np.random.default_rng(seed)
+    half = trials // 2
+    out = [target.sample(which, trials, rng) for which in (0, 1)]
+    codes, inverse = np.unique(np.concatenate(out), return_inverse=True)
+    idx0, idx1 = inverse[:trials], inverse[trials:]
+    m = codes.size
+
+    def counts(indices: IntArray) -> IntArray:
+        result: IntArray = np.bincount(indices, minlength=m)
+        return result
+
+    sel0, sel1 = counts(idx0[:half]), counts(idx1[:half])
+    ev0, ev1 = counts(idx0[half:]), counts(idx1[half:])
+    n0, n1 = int(ev0.sum()), int(ev1.sum())
+    direction, event = _best_event(sel0, sel1, confidence)
+    hits = (int(ev0[event].sum()), int(ev1[event].sum()))
+    (k_hi, n_hi), (k_lo, n_lo) = ((hits[0], n0), (hits[1], n1))[:: 1 if direction == 0 else -1]
+    lower = float(_log_ratio_bound(k_hi, n_hi, k_lo, n_lo, confidence))
+    point = math.inf if k_lo == 0 else (math.log(k_hi / n_hi) - math.log(k_lo / n_lo) if k_hi else -math.inf)
+    (lo0, hi0), (lo1, hi1) = (tuple(map(float, clopper_pearson(k, n0, confidence))) for k in hits)
+
+    tv_event = np.nonzero(sel0 > sel1)[0]
+    t0, t1 = int(ev0[tv_event].sum()), int(ev1[tv_event].sum())
+    tv_low = float(clopper_pearson(t0, n0, confidence)[0]) - float(clopper_pearson(t1, n1, confidence)[1])
+    names = [target.describe(int(codes[i])) for i in sorted(event.tolist())]
+    shown = " or ".join(names[:6]) + (f" or … ({len(names)} outcomes)" if len(names) > 6 else "")
+    which = "D0 over D1" if direction == 0 else "D1 over D0"
+    return AuditResult(
+        mechanism=target.name,
+        claimed_epsilon=target.claimed_epsilon,
+        trials=trials,
+        confidence=confidence,
+        event=f"{{{shown}}} (favours {which})",
+        hits=hits,
+        runs=(n0, n1),
+        probability_intervals=((lo0, hi0), (lo1, hi1)),
+        epsilon_lower_bound=max(lower, 0.0),
+        epsilon_point=point,
+        statistical_distance=max(t0 / n0 - t1 / n1, 0.0),
+        statistical_distance_lower=max(tv_low, 0.0),
+    )
+
+
+# -- the audited mechanisms ------------------------------------------------------------------------
+
+
+def _support_pattern(mechanism: Mechanism, reports: Any) -> IntArray:
+    """2·[0 ∈ Support(y)] + [1 ∈ Support(y)] for each simulated report."""
+    import numpy as np
+
+    if isinstance(reports, OLHReports):
+        g = mechanism.g
+        seeds = reports.seeds.tolist()
+        y = reports.y
+        in0 = np.fromiter((olh_hash(s, 0, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
+        in1 = np.fromiter((olh_hash(s, 1, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
+    elif reports.ndim == 2:  # unary encoding: one boolean column per category
+        in0, in1 = reports[:, 0], reports[:, 1]
+    else:
+        in0, in1 = reports == 0, reports == 1
+    result: IntArray = 2 * in0.astype(np.int64) + in1.astype(np.int64)
+    return result
+
+
+def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = None) -> Neighbours:
+    """A local randomizer on the values 0 and 1; ``claimed_epsilon`` defaults to the mechanism's own ε
+    (pass another to audit a mechanism that claims less than it spends)."""
+    import numpy as np
+
+    def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
+        reports = mechanism.simulate(np.full(size, which, dtype=np.int64), rng=rng)
+        return _support_pattern(mechanism, reports)
+
+    def describe(code: int) -> str:
+        return f"0 {'∈' if code & 2 else '∉'} Support(y), 1 {'∈' if code & 1 else '∉'} Support(y)"
+
+    claim = mechanism.epsilon if claimed_epsilon is None else claimed_epsilon
+    return Neighbours(f"{mechanism.name}(k={mechanism.k})", claim, sample, describe)
+
+
+def discrete_laplace_neighbours(epsilon: float, *, claimed_epsilon: float | None = None) -> Neighbours:
+    """The central release of one count (0 on D0, 1 on D1) with discrete Laplace noise, a = e^(−ε)."""
+    import numpy as np
+
+    success = -math.expm1(-epsilon)  # 1 − a
+
+    def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
+        noise = rng.geometric(success, size) - rng.geometric(success, size)
+        result: IntArray = noise.astype(np.int64) + which
+        return result
+
+    claim = epsilon if claimed_epsilon is None else claimed_epsilon
+    return Neighbours("discrete-laplace(count)", claim, sample, lambda code: f"output = {code}")
+
+
+def subsample_neighbours(p: float, *, claimed_epsilon: float) -> Neighbours:
+    """Dwork 2006, Example 3: each record released independently with probability p.
+
+    D0 has a target record plus nine others, D1 the nine others. An outcome codes whether the target was
+    released and how many others were.
+    """
+    import numpy as np
+
+    if not 0 < p < 1:
+        raise InvalidParameter(f"'p' must be a probability in (0, 1), got {p!r}")
+
+    def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
+        target = (rng.random(size) < p) if which == 0 else np.zeros(size, dtype=bool)
+        others = rng.binomial(_SUBSAMPLE_OTHERS, p, size)
+        result: IntArray = target.astype(np.int64) * (_SUBSAMPLE_OTHERS + 1) + others
+        return result
+
+    def describe(code: int) -> str:
+        released = "released" if code > _SUBSAMPLE_OTHERS else "withheld"
+        return f"target {released} with {code % (_SUBSAMPLE_OTHERS + 1)} others"
+
+    return Neighbours(f"subsample(p={p:g})", claimed_epsilon, sample, describe)
+
+
+def audit(
+    mechanism: str,
+    *,
+    epsilon: float,
+    k: int = 2,
+    trials: int = 200_000,
+    confidence: float = 0.95,
+    seed: int | None = 0,
+    p: float = 0.1,
+) -> AuditResult:
+    """Audit a shipped mechanism by name (see :data:`AUDITABLE`) at its claimed ``epsilon``.
+
+    ``k`` is the domain size of local mechanisms (2 for ``binary-rr``); ``p`` the release probability
+    of ``subsample``.
+    """
+    if mechanism == "discrete-laplace":
+        target = discrete_laplace_neighbours(epsilon)
+    elif mechanism == "subsample":
+        target = subsample_neighbours(p, claimed_epsilon=epsilon)
+    elif mechanism in MECHANISMS:
+        k = 2 if mechanism == "binary-rr" else k
+        target = local_neighbours(mechanism_from_name(mechanism, epsilon=epsilon, k=k))
+    else:
+        raise InvalidParameter(f"'mechanism' must be one of {', '.join(AUDITABLE)}, got {mechanism!r}")
+    return audit_neighbours(target, trials=trials, confidence=confidence, seed=seed)
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def _run(args: argparse.Namespace) -> int:
+    import json
+
+    try:
+        result = audit(
+            args.mechanism,
+            epsilon=args.epsilon,
+            k=args.k,
+            trials=args.trials,
+            confidence=args.confidence,
+            seed=args.seed,
+            p=args.p,
+        )
+    except InvalidParameter as exc:
+        print(f"deniable audit: {exc}")
+        return 2
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary())
+    return 1 if result.violated else 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``deniable audit``."""
+    parser = subparsers.add_parser(
+        "audit",
+        help="empirically lower-bound a mechanism's ε (Clopper-Pearson)",
+        description="Run a mechanism on two neighbouring inputs, pick the most distinguishing event on half "
+        "of the runs and report a lower bound on ε from the other half. Exit status 1 if the bound "
+        "exceeds the claimed ε.",
+    )
+    parser.add_argument("--mechanism", choices=AUDITABLE, default="grr")
+    parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε (default 1)")
+    parser.add_argument("--k", type=int, default=4, help="domain size of local mechanisms (default 4)")
+    parser.add_argument("--trials", type=int, default=200_000, help="runs per input (default 200000)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
+    parser.add_argument("--seed", type=int, default=None, help="numpy seed (default: fresh entropy)")
+    parser.add_argument("--p", type=float, default=0.1, help="release probability of 'subsample'")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=_run)
