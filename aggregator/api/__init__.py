@@ -1,0 +1,21 @@
+"""The HTTP API: one blueprint per resource. Views parse the request, call one service method, return a dict.
+
+Paths are the public contract (``/api/v1/...``). Who may call each route is in
+:data:`deniable.aggregator.auth.ROUTE_ACCESS`; what each takes and returns is in the OpenAPI document
+(:mod:`deniable.aggregator.openapi`).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from deniable.aggregator.api.campaigns import bp as campaigns
+from deniable.aggregator.api.estimates import bp as estimates
+from deniable.aggregator.api.health import bp as health
+from deniable.aggregator.api.openapi import bp as openapi
+from deniable.aggregator.api.reports import bp as reports
+
+__all__ = ["BLUEPRINTS"]
+
+#: Every blueprint of the app, in registration order.
+BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates)

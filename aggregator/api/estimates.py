@@ -1,0 +1,23 @@
+"""``GET /api/v1/campaigns/<id>/estimate[?group_by=<field>&level=0.95&noise=...]`` (analyst)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint
+
+from deniable.aggregator.bodies import query_float, query_str
+from deniable.aggregator.service import current_service
+
+bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
+
+
+@bp.get("/<campaign_id>/estimate")
+def estimate(campaign_id: str) -> dict[str, Any]:
+    """Unbiased counts with stderr and CI (local), or a noisy release charged to the budget (central)."""
+    return current_service().estimate(
+        campaign_id,
+        group_by=query_str("group_by"),
+        level=query_float("level", default=0.95, low=0.0, high=1.0),
+        noise=query_str("noise"),
+    )

@@ -1,0 +1,62 @@
+"""The Flask app factory of the aggregator service.
+
+``create_app({"DATA_DIR": path})`` builds a fresh app over the data dir: the SQLite store
+(``deniable.sqlite3``), the campaign keys (``keys/``) and the tokens (``tokens/`` unless given). There
+is no module-level app; ``deniable serve`` calls the factory once per gunicorn worker.
+
+Configuration keys (all optional except ``DATA_DIR``):
+
+``DATA_DIR``            where the database, keys and generated tokens live
+``ADMIN_TOKEN``         bearer token that creates and closes campaigns (else read/generated in DATA_DIR)
+``ANALYST_TOKEN``       bearer token that reads estimates (else read/generated in DATA_DIR)
+``MAX_CONTENT_LENGTH``  largest request body in bytes (default 8 MiB; larger bodies get 413)
+``MAX_BATCH``           most envelopes in one report batch (default 1000)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from deniable.aggregator.api import BLUEPRINTS
+from deniable.aggregator.auth import install_auth
+from deniable.aggregator.http_errors import register_error_handlers
+from deniable.aggregator.secret_files import ensure_tokens
+from deniable.aggregator.service import Service
+
+__all__ = ["DATABASE_NAME", "DEFAULTS", "create_app"]
+
+DATABASE_NAME = "deniable.sqlite3"
+
+DEFAULTS: dict[str, Any] = {
+    "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
+    "MAX_BATCH": 1000,
+    "ADMIN_TOKEN": None,
+    "ANALYST_TOKEN": None,
+}
+
+
+def create_app(config: Mapping[str, Any]) -> Flask:
+    """A new aggregator app configured by ``config`` (see the module docstring for the keys)."""
+    if not config.get("DATA_DIR"):
+        raise ValueError("'DATA_DIR' must be set to the directory that holds the aggregator's data")
+    data_dir = Path(config["DATA_DIR"]).resolve()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    app = Flask(__name__, static_folder=None, instance_path=str(data_dir))
+    app.config.update(DEFAULTS)
+    app.config.update(config)
+    app.config["DENIABLE_TOKENS"] = ensure_tokens(
+        data_dir, admin=app.config["ADMIN_TOKEN"], analyst=app.config["ANALYST_TOKEN"]
+    )
+    app.extensions["deniable"] = Service(
+        data_dir, database=data_dir / DATABASE_NAME, max_batch=int(app.config["MAX_BATCH"])
+    )
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    for blueprint in BLUEPRINTS:
+        app.register_blueprint(blueprint)
+    install_auth(app)
+    register_error_handlers(app)
+    return app

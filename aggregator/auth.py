@@ -1,0 +1,84 @@
+"""Who may call what: one table classifying every route, enforced in one ``before_request`` hook.
+
+Roles are ordered ``public < analyst < admin``: the admin token passes every analyst check. Tokens travel
+as ``Authorization: Bearer <token>`` and are compared with :func:`hmac.compare_digest` (constant time).
+A missing or unknown token is 401; a valid token of a lower role is 403. A route missing from
+:data:`ROUTE_ACCESS` is refused (fail closed), and a test walks ``app.url_map`` to keep the table complete.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from flask import Flask, current_app, request
+from werkzeug.datastructures import WWWAuthenticate
+from werkzeug.exceptions import Forbidden, Unauthorized
+
+__all__ = ["ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "install_auth", "role_of_token"]
+
+PUBLIC = "public"
+ANALYST = "analyst"
+ADMIN = "admin"
+_RANK = {PUBLIC: 0, ANALYST: 1, ADMIN: 2}
+
+#: Every endpoint of the app and the least role allowed to call it.
+ROUTE_ACCESS: dict[str, str] = {
+    "health.healthz": PUBLIC,
+    "openapi.document": PUBLIC,
+    "campaigns.create": ADMIN,
+    "campaigns.list_all": ANALYST,
+    "campaigns.get_one": PUBLIC,
+    "campaigns.close": ADMIN,
+    "reports.submit": PUBLIC,
+    "estimates.estimate": ANALYST,
+}
+
+_CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})
+
+
+def role_of_token(token: str, *, admin: str, analyst: str) -> str | None:
+    """The role a presented token grants, or None; both comparisons always run, in constant time."""
+    presented = token.encode("utf-8", "surrogateescape")
+    is_admin = hmac.compare_digest(presented, admin.encode())
+    is_analyst = hmac.compare_digest(presented, analyst.encode())
+    if is_admin:
+        return ADMIN
+    return ANALYST if is_analyst else None
+
+
+def _bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def _enforce() -> None:
+    if request.url_rule is None:  # no route matched: let routing answer 404/405
+        return
+    needed = ROUTE_ACCESS.get(request.endpoint or "")
+    if needed is None:
+        raise Forbidden("this route has no access rule; it is refused until one is added to ROUTE_ACCESS")
+    if needed == PUBLIC:
+        return
+    token = _bearer_token()
+    if token is None:
+        raise Unauthorized(
+            f"this route needs the {needed} token: send the header 'Authorization: Bearer <token>'",
+            www_authenticate=_CHALLENGE,
+        )
+    tokens = current_app.config["DENIABLE_TOKENS"]
+    granted = role_of_token(token, admin=tokens.admin, analyst=tokens.analyst)
+    if granted is None:
+        raise Unauthorized(
+            "the bearer token is not valid for this aggregator; check the token file in the data dir",
+            www_authenticate=_CHALLENGE,
+        )
+    if _RANK[granted] < _RANK[needed]:
+        raise Forbidden(f"this route needs the {needed} token; the {granted} token may not call it")
+
+
+def install_auth(app: Flask) -> None:
+    """Enforce :data:`ROUTE_ACCESS` on every request of ``app``."""
+    app.before_request(_enforce)

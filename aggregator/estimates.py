@@ -1,0 +1,104 @@
+"""Estimates served to analysts, computed from the stored tallies in O(k · groups), whatever n is.
+
+Local campaigns: ``mechanism.estimate_tally(Tally(n, support))`` gives the unbiased counts
+ĉ_v = (S_v − n·q*)/(p* − q*) with the plug-in variance of Wang et al. (2017, Thm. 2), and
+``Estimate.to_dict`` adds stderr, normal-approximation CIs, proportions and the consistent (projected,
+biased) counts. Reading them costs no privacy: the reports are already ε-LDP, and any analysis of them is
+post-processing. A per-group estimate uses only that group's reports (group fields are public attributes).
+
+Central campaigns delegate to :func:`deniable.aggregator.central.release`, which adds calibrated noise and
+charges the campaign's ε budget inside one write transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from werkzeug.exceptions import NotImplemented as NotImplementedHTTP
+
+from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.errors import InvalidParameter
+from deniable.shared.mechanisms import Tally
+
+__all__ = ["central_estimate", "estimate", "local_estimate"]
+
+
+def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
+    if group_by is not None and group_by not in config.group_fields:
+        fields = ", ".join(repr(f) for f in config.group_fields) or "none"
+        raise InvalidParameter(
+            f"'group_by' must be one of the group fields of campaign {config.id!r} ({fields}), "
+            f"got {group_by!r}"
+        )
+
+
+def _local_one(config: CampaignConfig, stored: StoredTally, level: float) -> dict[str, Any]:
+    mechanism = config.build_mechanism()
+    estimate_ = mechanism.estimate_tally(Tally(stored.n, tuple(stored.support)))
+    body: dict[str, Any] = estimate_.to_dict(level=level, categories=list(config.categories))
+    return body
+
+
+def local_estimate(
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float
+) -> dict[str, Any]:
+    """The estimate of a local campaign, overall or per value of ``group_by``."""
+    _check_group_by(config, group_by)
+    empty = StoredTally(0, [0] * config.k)
+    overall = store.tallies(config.id).get(OVERALL[1], empty)
+    body = _local_one(config, overall, level)
+    body = {"campaign_id": config.id, "trust_model": "local", **body}
+    if group_by is not None:
+        groups = store.tallies(config.id, group_by)
+        body = {
+            "campaign_id": config.id,
+            "trust_model": "local",
+            "mechanism": body["mechanism"],
+            "epsilon": body["epsilon"],
+            "n": body["n"],
+            "level": level,
+            "group_by": group_by,
+            "groups": {value: _local_one(config, tally, level) for value, tally in groups.items()},
+        }
+    return body
+
+
+def central_estimate(
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, noise: str | None
+) -> dict[str, Any]:
+    """A noisy release of a central campaign (spends ε from its budget, once per distinct release)."""
+    _check_group_by(config, group_by)
+    try:
+        from deniable.aggregator import central
+    except ImportError as exc:  # the central module is optional in a partial install
+        raise NotImplementedHTTP("central releases are not available in this installation") from exc
+    options = {} if noise is None else {"noise": noise}
+    with store.transaction() as conn:
+        body: dict[str, Any] = central.release(
+            conn,
+            config.id,
+            epsilon=config.epsilon,
+            k=config.k,
+            categories=list(config.categories),
+            group_by=group_by,
+            group_values=None,
+            level=level,
+            **options,
+        )
+    if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
+        body["groups"] = {row.pop("group"): row for row in body["groups"]}
+    return {"campaign_id": config.id, **body}
+
+
+def estimate(
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, noise: str | None
+) -> dict[str, Any]:
+    """The estimate route's body for either trust model."""
+    if config.trust_model == "central":
+        return central_estimate(store, config, group_by=group_by, level=level, noise=noise)
+    if noise is not None:
+        raise InvalidParameter(
+            "'noise' applies to central campaigns only; local reports carry their own noise"
+        )
+    return local_estimate(store, config, group_by=group_by, level=level)

@@ -1,0 +1,107 @@
+"""Report batches: validate, decrypt, decode each envelope, then store the good ones in one transaction.
+
+A batch is ``{"reports": [envelope, ...]}`` with 1 to ``max_batch`` envelopes (``docs/wire-format.md``).
+Batch-level problems (not an object, no list, too few or too many items) are a 400 and store nothing.
+Each envelope then ends as exactly one of:
+
+* ``rejected`` with a reason: malformed envelope, ciphertext that does not open under this campaign's key
+  and binding (tampered, replayed under another id or campaign), or a payload outside the campaign's
+  report space. Nothing of it is stored.
+* ``duplicate``: its report id is already stored (a retry: idempotent) or its device pseudonym already
+  reported to this campaign (one device counts once). Nothing changes.
+* ``accepted``: stored, tallied and counted in the same SQLite transaction, committed (fsync) before the
+  reply is sent.
+
+Decryption is CPU work done before the write lock is taken, so concurrent batches decrypt in parallel and
+only the short insert is serialized. In local campaigns the payload holds the randomized report only: the
+raw value never left the device, and nothing here can see it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from werkzeug.exceptions import BadRequest
+
+from deniable.aggregator.store import ReportRow, Store
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import Envelope, open_envelope
+from deniable.shared.errors import CampaignClosed, InvalidReport
+
+__all__ = ["decode_envelope", "parse_batch", "submit_batch"]
+
+
+def parse_batch(body: Any, *, max_batch: int) -> list[Any]:
+    """The list of envelopes of a batch body; 400 if the body is not ``{"reports": [1..max_batch]}``."""
+    if not isinstance(body, dict) or not isinstance(body.get("reports"), list):
+        raise BadRequest('the body must be a JSON object {"reports": [envelope, ...]}')
+    extra = sorted(str(key)[:40] for key in body if key != "reports")
+    if extra:
+        raise BadRequest(f"unexpected keys in the batch body: {extra[:5]}; send only 'reports'")
+    items: list[Any] = body["reports"]
+    if not 1 <= len(items) <= max_batch:
+        raise BadRequest(
+            f"a batch must hold 1 to {max_batch} envelopes, got {len(items)}; split larger uploads"
+        )
+    return items
+
+
+def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> ReportRow:
+    """Validate, decrypt and decode one envelope into a storable row; raises ``InvalidReport``."""
+    envelope = Envelope.from_json(item)
+    payload = open_envelope(envelope, campaign_id=config.id, private_key=private_key)
+    decoded, groups = config.decode_payload(payload)
+    if config.trust_model == "central":
+        wire: Any = decoded
+        support: tuple[int, ...] = (decoded,)
+    else:
+        mechanism = config.build_mechanism()
+        wire = mechanism.encode_report(decoded)
+        support = tuple(mechanism.support(decoded))
+    return ReportRow(
+        report_id=envelope.report_id,
+        pseudonym=envelope.pseudonym,
+        groups=groups,
+        report_json=json.dumps(wire, separators=(",", ":")),
+        support=support,
+    )
+
+
+def _claimed_id(item: Any) -> str | None:
+    """The report id an envelope claims, if it is a short string (echoed back in a rejection)."""
+    report_id = item.get("report_id") if isinstance(item, dict) else None
+    return report_id if isinstance(report_id, str) and len(report_id) <= 64 else None
+
+
+def submit_batch(
+    store: Store, config: CampaignConfig, private_key: bytes, body: Any, *, max_batch: int
+) -> dict[str, Any]:
+    """Process one batch for the campaign ``config``; return the reply body.
+
+    Raises ``CampaignClosed`` (409) for a closed campaign and ``BadRequest`` (400) for a malformed batch.
+    """
+    if config.status != "open":
+        raise CampaignClosed(f"campaign {config.id!r} is closed; no more reports are accepted")
+    items = parse_batch(body, max_batch=max_batch)
+    results: list[dict[str, Any]] = []
+    rows: list[ReportRow] = []
+    positions: list[int] = []
+    for item in items:
+        try:
+            row = decode_envelope(item, config, private_key)
+        except InvalidReport as exc:
+            results.append({"report_id": _claimed_id(item), "status": "rejected", "reason": str(exc)})
+            continue
+        positions.append(len(results))
+        results.append({"report_id": row.report_id, "status": "accepted", "reason": None})
+        rows.append(row)
+    if rows:
+        outcomes = store.ingest(config.id, rows, k=config.k, group_fields=config.group_fields)
+        for position, (status, reason) in zip(positions, outcomes, strict=True):
+            results[position]["status"] = status
+            results[position]["reason"] = reason
+    counts = {status: 0 for status in ("accepted", "duplicate", "rejected")}
+    for result in results:
+        counts[result["status"]] += 1
+    return {"results": results, **counts}

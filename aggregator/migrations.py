@@ -1,0 +1,104 @@
+"""The aggregator's SQLite schema, as an ordered list of migrations.
+
+The schema version lives in ``PRAGMA user_version``. :func:`migrate` applies, in one ``BEGIN IMMEDIATE``
+transaction, every migration whose number is above the stored version, so that several gunicorn workers
+starting at once upgrade the file exactly once. Migrations are append-only: never edit a released one.
+
+What the store holds, and what it deliberately does not:
+
+* ``campaigns``: the public campaign descriptor (JSON) and its mutable state (status, report count, and
+  for central campaigns the trust model, budget, adjacency and ε spent).
+* ``reports``: one row per accepted report: its random report id, the device's per-campaign pseudonym,
+  the group key, the decoded *randomized* report as compact JSON and the UTC day it arrived. No IP
+  address, user agent, ciphertext or timestamp finer than a day is ever stored.
+* ``tallies``: the sufficient statistic ``Tally(n, support)`` per campaign and group, updated in the same
+  transaction as the reports, so that it always equals a recount (``deniable verify``).
+* ``central_releases``: noisy releases of central campaigns, kept so that the same release asked twice
+  spends its ε once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+
+_V1: tuple[str, ...] = (
+    """
+    CREATE TABLE campaigns (
+        id            TEXT PRIMARY KEY,
+        config_json   TEXT NOT NULL,
+        status        TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'closed')),
+        trust_model   TEXT NOT NULL DEFAULT 'local' CHECK (trust_model IN ('local', 'central')),
+        budget        REAL,
+        adjacency     TEXT,
+        epsilon_spent REAL NOT NULL DEFAULT 0,
+        n_reports     INTEGER NOT NULL DEFAULT 0,
+        created_at    TEXT NOT NULL,
+        closed_at     TEXT
+    )
+    """,
+    """
+    CREATE TABLE reports (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        report_id    TEXT NOT NULL,
+        pseudonym    TEXT NOT NULL,
+        groups_json  TEXT NOT NULL,
+        report_json  TEXT NOT NULL,
+        received_day TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, report_id),
+        UNIQUE (campaign_id, pseudonym)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE tallies (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        group_field  TEXT NOT NULL,
+        group_value  TEXT NOT NULL,
+        n            INTEGER NOT NULL,
+        support_json TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, group_field, group_value)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE central_releases (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        release_key TEXT NOT NULL,
+        epsilon     REAL NOT NULL,
+        result_json TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, release_key)
+    )
+    """,
+)
+
+#: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+
+#: The version a fully migrated database reports in ``PRAGMA user_version``.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
+    """Bring the database behind ``conn`` (autocommit mode) to the latest version; return that version.
+
+    Raises ``RuntimeError`` when the file is newer than this code, rather than guessing at its layout.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = conn.execute("PRAGMA user_version").fetchone()[0]
+        if current > len(migrations):
+            raise RuntimeError(
+                f"the database schema is version {current}, newer than this deniable "
+                f"(which knows up to {len(migrations)}); upgrade deniable before serving this data dir"
+            )
+        for version in range(current, len(migrations)):
+            for statement in migrations[version]:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {len(migrations)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(migrations)

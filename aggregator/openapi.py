@@ -1,0 +1,377 @@
+"""The OpenAPI 3.0 document of the HTTP API, served at ``GET /api/v1/openapi.json``.
+
+Written out by hand (not derived from the routes or the access table), so that the test comparing it with
+``app.url_map`` and :data:`deniable.aggregator.auth.ROUTE_ACCESS` can catch either side drifting.
+Every operation declares its security: ``bearerAuth`` or ``[]`` (public).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+__all__ = ["DOCUMENT", "document"]
+
+_SLUG = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$", "minLength": 1, "maxLength": 64}
+_NUM_OR_NULL = {"type": "number", "nullable": True}
+_INTERVAL = {"type": "array", "items": _NUM_OR_NULL, "minItems": 2, "maxItems": 2}
+_BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
+_PUBLIC: list[dict[str, list[str]]] = []
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    why = {
+        400: "malformed request (not JSON, wrong shape, bad query parameter)",
+        401: "missing or unknown bearer token",
+        403: "the token's role may not call this route",
+        404: "no such campaign",
+        409: "conflict: campaign exists, is closed, or the ε budget is spent",
+        413: "request body too large",
+        415: "the body is not application/json",
+        422: "a value is out of range (ε, categories, group field, level, ...)",
+    }
+    return {str(status): _json(_ref("Error"), why[status]) for status in statuses}
+
+
+_CAMPAIGN_ID = {
+    "name": "campaign_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "description": "the campaign's id (a slug)",
+}
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            }
+        },
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"type": "string", "enum": ["ok"]}},
+    },
+    "CampaignCreate": {
+        "type": "object",
+        "required": ["id", "question", "categories", "epsilon"],
+        "additionalProperties": False,
+        "properties": {
+            "id": _SLUG,
+            "question": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "categories": {
+                "type": "array",
+                "minItems": 2,
+                "maxItems": 4096,
+                "uniqueItems": True,
+                "items": {"type": "string", "minLength": 1, "maxLength": 200},
+            },
+            "epsilon": {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 10},
+            "mechanism": {"type": "string", "enum": ["auto", "binary-rr", "grr", "oue", "olh", "none"]},
+            "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
+            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "budget": {
+                "type": "number",
+                "nullable": True,
+                "exclusiveMinimum": True,
+                "minimum": 0,
+                "maximum": 100,
+            },
+            "adjacency": {"type": "string", "nullable": True, "enum": ["add-remove", "replace", None]},
+        },
+    },
+    "CampaignConfig": {
+        "type": "object",
+        "required": [
+            "id", "question", "categories", "epsilon", "mechanism", "params", "group_fields", "public_key",
+            "format_version", "suite", "status", "trust_model", "budget", "adjacency",
+        ],
+        "properties": {
+            "id": _SLUG,
+            "question": {"type": "string"},
+            "categories": {"type": "array", "items": {"type": "string"}},
+            "epsilon": {"type": "number"},
+            "mechanism": {"type": "string", "enum": ["binary-rr", "grr", "oue", "olh", "none"]},
+            "params": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "group_fields": {"type": "array", "items": {"type": "string"}},
+            "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
+            "format_version": {"type": "integer"},
+            "suite": {"type": "string"},
+            "status": {"type": "string", "enum": ["open", "closed"]},
+            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "budget": _NUM_OR_NULL,
+            "adjacency": {"type": "string", "nullable": True},
+        },
+    },
+    "CampaignList": {
+        "type": "object",
+        "required": ["campaigns"],
+        "properties": {
+            "campaigns": {
+                "type": "array",
+                "items": {
+                    "allOf": [
+                        _ref("CampaignConfig"),
+                        {
+                            "type": "object",
+                            "required": ["n_reports", "epsilon_spent", "created_at", "closed_at"],
+                            "properties": {
+                                "n_reports": {"type": "integer", "minimum": 0},
+                                "epsilon_spent": {"type": "number"},
+                                "created_at": {"type": "string"},
+                                "closed_at": {"type": "string", "nullable": True},
+                            },
+                        },
+                    ]
+                },
+            }
+        },
+    },
+    "Envelope": {
+        "type": "object",
+        "description": "one sealed report (docs/wire-format.md)",
+        "required": ["v", "report_id", "pseudonym", "ct"],
+        "additionalProperties": False,
+        "properties": {
+            "v": {"type": "integer"},
+            "report_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+            "pseudonym": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "ct": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"},
+        },
+    },
+    "ReportBatch": {
+        "type": "object",
+        "required": ["reports"],
+        "additionalProperties": False,
+        "properties": {
+            "reports": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1000,
+                "description": "envelopes (see Envelope); an item that is not a valid envelope is rejected "
+                "on its own in the reply, it never fails the batch",
+                "items": {},
+            }
+        },
+    },
+    "BatchResult": {
+        "type": "object",
+        "required": ["results", "accepted", "duplicate", "rejected"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["report_id", "status", "reason"],
+                    "properties": {
+                        "report_id": {"type": "string", "nullable": True},
+                        "status": {"type": "string", "enum": ["accepted", "duplicate", "rejected"]},
+                        "reason": {"type": "string", "nullable": True},
+                    },
+                },
+            },
+            "accepted": {"type": "integer", "minimum": 0},
+            "duplicate": {"type": "integer", "minimum": 0},
+            "rejected": {"type": "integer", "minimum": 0},
+        },
+    },
+    "CategoryEstimate": {
+        "type": "object",
+        "required": [
+            "category", "count", "stderr", "ci", "proportion", "proportion_stderr", "proportion_ci",
+            "consistent_count",
+        ],
+        "properties": {
+            "category": {"type": "string"},
+            "count": _NUM_OR_NULL,
+            "stderr": _NUM_OR_NULL,
+            "ci": _INTERVAL,
+            "proportion": _NUM_OR_NULL,
+            "proportion_stderr": _NUM_OR_NULL,
+            "proportion_ci": _INTERVAL,
+            "consistent_count": _NUM_OR_NULL,
+        },
+    },
+    "Estimate": {
+        "type": "object",
+        "description": "ungrouped: n, epsilon, mechanism, level and per category the unbiased count with "
+        "stderr and CI, proportion with stderr and CI, and the consistent (biased) count. Grouped "
+        "(group_by): 'groups' maps each group value to such an estimate. Central campaigns add noise, "
+        "scale, epsilon_spent, epsilon_remaining and budget.",
+        "required": ["campaign_id", "trust_model", "epsilon", "level"],
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "mechanism": {"type": "string"},
+            "epsilon": {"type": "number"},
+            "n": {"type": "integer", "minimum": 0},
+            "level": {"type": "number"},
+            "categories": {"type": "array", "items": _ref("CategoryEstimate")},
+            "consistent": {
+                "type": "object",
+                "properties": {"biased": {"type": "boolean", "enum": [True]}, "method": {"type": "string"}},
+            },
+            "group_by": {"type": "string"},
+            "groups": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["n", "categories"],
+                    "properties": {
+                        "n": {"type": "integer", "minimum": 0},
+                        "categories": {"type": "array", "items": _ref("CategoryEstimate")},
+                    },
+                },
+            },
+            "epsilon_spent": {"type": "number"},
+            "epsilon_remaining": {"type": "number"},
+            "budget": {"type": "number"},
+        },
+    },
+}
+
+_PATHS: dict[str, Any] = {
+    "/healthz": {
+        "get": {
+            "operationId": "health",
+            "summary": "Liveness and readiness",
+            "security": _PUBLIC,
+            "responses": {"200": _json(_ref("Health"), "the service and its database answer")},
+        }
+    },
+    "/api/v1/openapi.json": {
+        "get": {
+            "operationId": "openapi",
+            "summary": "This document",
+            "security": _PUBLIC,
+            "responses": {"200": _json({"type": "object"}, "the OpenAPI document")},
+        }
+    },
+    "/api/v1/campaigns": {
+        "post": {
+            "operationId": "createCampaign",
+            "summary": "Create a campaign and its HPKE key pair (admin)",
+            "security": _BEARER,
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("CampaignCreate")}},
+            },
+            "responses": {
+                "201": _json(_ref("CampaignConfig"), "the campaign's public config"),
+                **_errors(400, 401, 403, 409, 413, 415, 422),
+            },
+        },
+        "get": {
+            "operationId": "listCampaigns",
+            "summary": "List campaigns (analyst or admin)",
+            "security": _BEARER,
+            "responses": {"200": _json(_ref("CampaignList"), "every campaign"), **_errors(401, 403)},
+        },
+    },
+    "/api/v1/campaigns/{campaign_id}": {
+        "get": {
+            "operationId": "getCampaign",
+            "summary": "The public config a device needs",
+            "security": _PUBLIC,
+            "parameters": [_CAMPAIGN_ID],
+            "responses": {"200": _json(_ref("CampaignConfig"), "the campaign's config"), **_errors(404)},
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/close": {
+        "post": {
+            "operationId": "closeCampaign",
+            "summary": "Close a campaign (admin); idempotent",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "responses": {
+                "200": _json(_ref("CampaignConfig"), "the config, now closed"),
+                **_errors(401, 403, 404),
+            },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/reports": {
+        "post": {
+            "operationId": "submitReports",
+            "summary": "Upload 1 to 1000 encrypted reports (public: devices are anonymous)",
+            "security": _PUBLIC,
+            "parameters": [_CAMPAIGN_ID],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("ReportBatch")}},
+            },
+            "responses": {
+                "200": _json(_ref("BatchResult"), "each report accepted, duplicate or rejected; accepted "
+                             "ones are durably stored"),
+                **_errors(400, 404, 409, 413, 415),
+            },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/estimate": {
+        "get": {
+            "operationId": "estimate",
+            "summary": "Estimates with stderr and CI (analyst); central campaigns spend ε per release",
+            "security": _BEARER,
+            "parameters": [
+                _CAMPAIGN_ID,
+                {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": 64}},
+                {
+                    "name": "level",
+                    "in": "query",
+                    "schema": {
+                        "type": "number",
+                        "exclusiveMinimum": True,
+                        "minimum": 0,
+                        "exclusiveMaximum": True,
+                        "maximum": 1,
+                    },
+                },
+                {
+                    "name": "noise",
+                    "in": "query",
+                    "description": "central campaigns only",
+                    "schema": {"type": "string", "enum": ["discrete-laplace", "laplace"]},
+                },
+            ],
+            "responses": {
+                "200": _json(_ref("Estimate"), "the estimate"),
+                **_errors(400, 401, 403, 404, 409, 422),
+            },
+        }
+    },
+}
+
+#: The document (do not mutate; :func:`document` returns a copy).
+DOCUMENT: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "deniable aggregator",
+        "version": "1",
+        "description": "Local differential privacy: devices send ε-randomized, HPKE-encrypted reports; "
+        "analysts read unbiased estimates with standard errors and confidence intervals.",
+    },
+    "servers": [{"url": "/"}],
+    "paths": _PATHS,
+    "components": {
+        "schemas": _SCHEMAS,
+        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+    },
+}
+
+
+def document() -> dict[str, Any]:
+    """A fresh copy of :data:`DOCUMENT`."""
+    return copy.deepcopy(DOCUMENT)

@@ -1,0 +1,146 @@
+"""The aggregator's operations, one method per API action, over one data dir.
+
+Views parse the request and call exactly one of these; each returns a JSON-ready dict or raises an error
+of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggregator.http_errors`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import current_app
+
+from deniable.aggregator import estimates, ingest
+from deniable.aggregator.keyring import Keyring
+from deniable.aggregator.store import CampaignRecord, Store
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.errors import DeniableError, InvalidConfig
+
+__all__ = ["CREATE_FIELDS", "CampaignExists", "Service", "config_of", "current_service"]
+
+#: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
+CREATE_FIELDS = frozenset(
+    {
+        "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
+        "adjacency",
+    }
+)
+_REQUIRED = ("id", "question", "categories", "epsilon")
+
+
+class CampaignExists(DeniableError):
+    """A campaign with this id already exists (HTTP 409)."""
+
+    code = "campaign_exists"
+
+
+def config_of(record: CampaignRecord) -> CampaignConfig:
+    """The campaign's descriptor with its current status."""
+    return CampaignConfig.from_json({**record.config, "status": record.status})
+
+
+class Service:
+    """Campaigns, reports and estimates of one data dir: the store plus the campaign keys."""
+
+    def __init__(self, data_dir: Path, *, database: Path, max_batch: int = 1000) -> None:
+        self.store = Store(database)
+        self.keyring = Keyring(data_dir)
+        self.max_batch = max_batch
+
+    # -- campaigns -------------------------------------------------------------------------------
+
+    def create_campaign(self, body: Any) -> dict[str, Any]:
+        """Validate ``body``, generate the campaign's key pair and store both; return the public config."""
+        if not isinstance(body, dict):
+            raise InvalidConfig("the body must be a JSON object describing the campaign")
+        unknown = sorted(str(key)[:40] for key in set(body) - CREATE_FIELDS)
+        missing = [key for key in _REQUIRED if key not in body]
+        if unknown or missing:
+            parts = [f"missing {missing}"] if missing else []
+            parts += [f"unknown {unknown[:5]}"] if unknown else []
+            raise InvalidConfig(
+                f"campaign fields are wrong: {'; '.join(parts)}; allowed: {sorted(CREATE_FIELDS)}"
+            )
+        private, public = self.keyring.new_keypair()
+        config = CampaignConfig.create(
+            id=body["id"],
+            question=body["question"],
+            categories=body["categories"],
+            epsilon=body["epsilon"],
+            public_key=public,
+            mechanism=body.get("mechanism", "auto"),
+            group_fields=body.get("group_fields", ()),
+            trust_model=body.get("trust_model", "local"),
+            budget=body.get("budget"),
+            adjacency=body.get("adjacency"),
+        )
+        with self.store.transaction() as conn:
+            if self.store.campaign_exists(conn, config.id):
+                raise CampaignExists(
+                    f"a campaign with the id {config.id!r} already exists; choose another id "
+                    "(ids are never reused, so devices can pin a config safely)"
+                )
+            self.keyring.save(config.id, private)
+            self.store.insert_campaign(
+                conn,
+                config.id,
+                config.to_json(),
+                trust_model=config.trust_model,
+                budget=config.budget,
+                adjacency=config.adjacency,
+            )
+        return config.to_json()
+
+    def campaign(self, campaign_id: str) -> CampaignConfig:
+        """The current descriptor of a campaign (raises ``UnknownCampaign``)."""
+        return config_of(self.store.get_campaign(campaign_id))
+
+    def get_campaign(self, campaign_id: str) -> dict[str, Any]:
+        """The public config a device needs."""
+        return self.campaign(campaign_id).to_json()
+
+    def list_campaigns(self) -> dict[str, Any]:
+        """Every campaign's config with its report count and dates."""
+        return {
+            "campaigns": [
+                {
+                    **config_of(record).to_json(),
+                    "n_reports": record.n_reports,
+                    "epsilon_spent": record.epsilon_spent,
+                    "created_at": record.created_at,
+                    "closed_at": record.closed_at,
+                }
+                for record in self.store.list_campaigns()
+            ]
+        }
+
+    def close_campaign(self, campaign_id: str) -> dict[str, Any]:
+        """Close a campaign (idempotent); return its config, now with status 'closed'."""
+        return config_of(self.store.close_campaign(campaign_id)).to_json()
+
+    # -- reports and estimates ---------------------------------------------------------------------
+
+    def submit_reports(self, campaign_id: str, body: Any) -> dict[str, Any]:
+        """Process one batch of envelopes for the campaign (see :mod:`deniable.aggregator.ingest`)."""
+        config = self.campaign(campaign_id)
+        private_key = self.keyring.private_key(campaign_id)
+        return ingest.submit_batch(self.store, config, private_key, body, max_batch=self.max_batch)
+
+    def estimate(
+        self, campaign_id: str, *, group_by: str | None, level: float, noise: str | None = None
+    ) -> dict[str, Any]:
+        """The estimate (local) or noisy release (central) of a campaign."""
+        config = self.campaign(campaign_id)
+        return estimates.estimate(self.store, config, group_by=group_by, level=level, noise=noise)
+
+    def health(self) -> dict[str, Any]:
+        """Liveness and readiness: the database answers a query."""
+        self.store.connection().execute("SELECT 1").fetchone()
+        return {"status": "ok"}
+
+
+def current_service() -> Service:
+    """The :class:`Service` of the app handling the current request."""
+    service: Service = current_app.extensions["deniable"]
+    return service

@@ -1,0 +1,352 @@
+"""Durable storage of campaigns, reports and their tallies in SQLite.
+
+The database runs in WAL mode with ``synchronous=FULL``: once :meth:`Store.ingest` returns, the accepted
+reports survive a crash or a power loss. Every write happens in a ``BEGIN IMMEDIATE`` transaction, which
+takes SQLite's single write lock up front, so several gunicorn workers (processes) and their threads can
+share one file: writers queue on ``busy_timeout`` and readers never block.
+
+Invariant kept by :meth:`Store.ingest`: for every campaign, group field and group value, the ``tallies``
+row equals the tally of the stored reports, and ``campaigns.n_reports`` equals their number (checked by
+``deniable verify``). Each device (pseudonym) and each report id counts at most once per campaign.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deniable.aggregator.migrations import migrate
+from deniable.shared.errors import CampaignClosed, UnknownCampaign
+
+__all__ = [
+    "OVERALL",
+    "CampaignRecord",
+    "ReportRow",
+    "Store",
+    "StoredTally",
+]
+
+#: The ``(group_field, group_value)`` key of a campaign's overall tally.
+OVERALL: tuple[str, str] = ("", "")
+
+#: Milliseconds a writer waits for the write lock before SQLite reports "database is locked".
+BUSY_TIMEOUT_MS = 30_000
+
+_SAME_REPORT = "this report_id is already stored; the retry changes nothing"
+_SAME_DEVICE = "this device (pseudonym) already reported to this campaign; it counts once"
+
+#: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
+_IN_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignRecord:
+    """A campaign as stored: its public descriptor and its mutable state."""
+
+    id: str
+    config: dict[str, Any]
+    status: str
+    trust_model: str
+    budget: float | None
+    adjacency: str | None
+    epsilon_spent: float
+    n_reports: int
+    created_at: str
+    closed_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRow:
+    """One decoded, validated report ready to store.
+
+    ``report_json`` is the compact JSON of the *randomized* report (never the raw value in local mode);
+    ``support`` lists the categories whose support contains it (for central campaigns: the one value).
+    """
+
+    report_id: str
+    pseudonym: str
+    groups: dict[str, str]
+    report_json: str
+    support: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTally:
+    """A tally row: ``n`` reports and ``support[v]`` of them supporting category ``v``."""
+
+    n: int
+    support: list[int]
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class Store:
+    """The aggregator's SQLite database at ``path`` (created and migrated on first use).
+
+    One connection per thread (connections are not shared across threads or forked processes); the
+    store is safe to use from many threads of many processes at once.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._pid = os.getpid()
+        conn = self.connection()
+        migrate(conn)
+
+    # -- connections and transactions ------------------------------------------------------------
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (autocommit mode; use :meth:`transaction` to write)."""
+        if self._pid != os.getpid():  # a forked child must never reuse its parent's connections
+            self._local, self._pid = threading.local(), os.getpid()
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread's store is collected)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): commit on success, roll back on any exception.
+
+        The write lock is held from the start, so a read-modify-write inside (e.g. a central accountant
+        checking and spending ε) is atomic across processes.
+        """
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- campaigns -------------------------------------------------------------------------------
+
+    _SELECT_CAMPAIGNS = (
+        "SELECT id, config_json, status, trust_model, budget, adjacency, epsilon_spent, n_reports,"
+        " created_at, closed_at FROM campaigns"
+    )
+
+    @staticmethod
+    def _record(row: tuple[Any, ...]) -> CampaignRecord:
+        return CampaignRecord(
+            id=row[0],
+            config=json.loads(row[1]),
+            status=row[2],
+            trust_model=row[3],
+            budget=row[4],
+            adjacency=row[5],
+            epsilon_spent=row[6],
+            n_reports=row[7],
+            created_at=row[8],
+            closed_at=row[9],
+        )
+
+    def campaign_exists(self, conn: sqlite3.Connection, campaign_id: str) -> bool:
+        """Whether a campaign with this id is stored (use inside a transaction to decide atomically)."""
+        return conn.execute("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)).fetchone() is not None
+
+    def insert_campaign(
+        self,
+        conn: sqlite3.Connection,
+        campaign_id: str,
+        config: dict[str, Any],
+        *,
+        trust_model: str = "local",
+        budget: float | None = None,
+        adjacency: str | None = None,
+    ) -> CampaignRecord:
+        """Insert a new open campaign within the caller's transaction ``conn``."""
+        conn.execute(
+            "INSERT INTO campaigns (id, config_json, status, trust_model, budget, adjacency, created_at)"
+            " VALUES (?, ?, 'open', ?, ?, ?, ?)",
+            (campaign_id, _compact(config), trust_model, budget, adjacency, _utc_now().isoformat()),
+        )
+        return self.get_campaign(campaign_id, conn=conn)
+
+    def get_campaign(self, campaign_id: str, *, conn: sqlite3.Connection | None = None) -> CampaignRecord:
+        """The stored campaign; raises :class:`UnknownCampaign` when there is none with this id."""
+        conn = conn or self.connection()
+        row = conn.execute(self._SELECT_CAMPAIGNS + " WHERE id = ?", (campaign_id,)).fetchone()
+        if row is None:
+            raise UnknownCampaign(
+                f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns"
+            )
+        return self._record(row)
+
+    def list_campaigns(self) -> list[CampaignRecord]:
+        """Every campaign, oldest first."""
+        rows = self.connection().execute(
+            self._SELECT_CAMPAIGNS + " ORDER BY created_at, id"
+        ).fetchall()
+        return [self._record(row) for row in rows]
+
+    def close_campaign(self, campaign_id: str) -> CampaignRecord:
+        """Mark the campaign closed (idempotent); later report batches are refused with 409."""
+        with self.transaction() as conn:
+            record = self.get_campaign(campaign_id, conn=conn)
+            if record.status == "open":
+                conn.execute(
+                    "UPDATE campaigns SET status = 'closed', closed_at = ? WHERE id = ?",
+                    (_utc_now().isoformat(), campaign_id),
+                )
+            return self.get_campaign(campaign_id, conn=conn)
+
+    # -- reports ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _existing(
+        conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[str]
+    ) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(values):
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(
+                f"SELECT {column} FROM reports WHERE campaign_id = ? AND {column} IN ({marks})",  # noqa: S608
+                (campaign_id, *chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    def ingest(
+        self, campaign_id: str, reports: Sequence[ReportRow], *, k: int, group_fields: Sequence[str]
+    ) -> list[tuple[str, str | None]]:
+        """Store the new reports and update the tallies and counters in ONE transaction.
+
+        Returns, for each report in order, ``("accepted", None)`` or ``("duplicate", reason)``: a report id
+        already stored (an idempotent retry) or a pseudonym that already reported to this campaign (one
+        device counts once). Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
+        batch, checked inside the transaction so that a concurrent close cannot let reports slip in.
+        """
+        day = _utc_now().date().isoformat()
+        with self.transaction() as conn:
+            status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+            if status is None:
+                raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
+            if status[0] != "open":
+                raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
+            known_ids = self._existing(conn, campaign_id, "report_id", [r.report_id for r in reports])
+            known_devices = self._existing(conn, campaign_id, "pseudonym", [r.pseudonym for r in reports])
+            outcomes: list[tuple[str, str | None]] = []
+            rows: list[tuple[str, ...]] = []
+            deltas: dict[tuple[str, str], list[int]] = {}
+            for report in reports:
+                if report.report_id in known_ids:
+                    outcomes.append(("duplicate", _SAME_REPORT))
+                    continue
+                if report.pseudonym in known_devices:
+                    outcomes.append(("duplicate", _SAME_DEVICE))
+                    continue
+                known_ids.add(report.report_id)
+                known_devices.add(report.pseudonym)
+                outcomes.append(("accepted", None))
+                groups_json = _compact(report.groups)
+                rows.append(
+                    (campaign_id, report.report_id, report.pseudonym, groups_json, report.report_json, day)
+                )
+                keys = [OVERALL] + [(f, report.groups[f]) for f in group_fields if f in report.groups]
+                for key in keys:
+                    delta = deltas.get(key)
+                    if delta is None:
+                        delta = deltas[key] = [0] * (k + 1)
+                    delta[k] += 1
+                    for v in report.support:
+                        delta[v] += 1
+            if rows:
+                conn.executemany(
+                    "INSERT INTO reports (campaign_id, report_id, pseudonym, groups_json, report_json,"
+                    " received_day) VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._add_tallies(conn, campaign_id, deltas, k)
+                conn.execute(
+                    "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
+                )
+        return outcomes
+
+    @staticmethod
+    def _add_tallies(
+        conn: sqlite3.Connection, campaign_id: str, deltas: dict[tuple[str, str], list[int]], k: int
+    ) -> None:
+        for (field, value), delta in deltas.items():
+            row = conn.execute(
+                "SELECT n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?"
+                " AND group_value = ?",
+                (campaign_id, field, value),
+            ).fetchone()
+            n, support = (row[0], json.loads(row[1])) if row else (0, [0] * k)
+            support = [s + d for s, d in zip(support, delta[:k], strict=True)]
+            conn.execute(
+                "INSERT OR REPLACE INTO tallies (campaign_id, group_field, group_value, n, support_json)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (campaign_id, field, value, n + delta[k], _compact(support)),
+            )
+
+    def tallies(self, campaign_id: str, group_field: str = "") -> dict[str, StoredTally]:
+        """The stored tallies of one grouping: ``{group_value: StoredTally}`` (``{"": overall}`` by default).
+
+        Costs O(k · number of group values), whatever the number of reports.
+        """
+        rows = self.connection().execute(
+            "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?"
+            " ORDER BY group_value",
+            (campaign_id, group_field),
+        )
+        return {value: StoredTally(n, json.loads(support)) for value, n, support in rows}
+
+    def all_tallies(self, campaign_id: str) -> dict[tuple[str, str], StoredTally]:
+        """Every stored tally of the campaign, keyed by ``(group_field, group_value)``."""
+        rows = self.connection().execute(
+            "SELECT group_field, group_value, n, support_json FROM tallies WHERE campaign_id = ?",
+            (campaign_id,),
+        )
+        return {(f, v): StoredTally(n, json.loads(s)) for f, v, n, s in rows}
+
+    def iter_reports(self, campaign_id: str) -> Iterable[tuple[str, dict[str, str], str]]:
+        """Yield ``(report_id, groups, report_json)`` of every stored report (for recounts)."""
+        rows = self.connection().execute(
+            "SELECT report_id, groups_json, report_json FROM reports WHERE campaign_id = ?", (campaign_id,)
+        )
+        for report_id, groups_json, report_json in rows:
+            yield report_id, json.loads(groups_json), report_json
+
+    def count_reports(self, campaign_id: str) -> int:
+        """The number of stored reports of the campaign (a full count, not the counter)."""
+        row = self.connection().execute(
+            "SELECT COUNT(*) FROM reports WHERE campaign_id = ?", (campaign_id,)
+        ).fetchone()
+        return int(row[0])
