@@ -37,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from deniable.shared.errors import InvalidParameter, InvalidReport
 
 __all__ = [
+    "DEVICE_SECRET_BYTES",
     "ENC_BYTES",
     "FORMAT_VERSION",
     "INFO_LABEL",
@@ -78,6 +79,8 @@ MAX_PLAINTEXT_BYTES = 60 * 1024
 MIN_CIPHERTEXT_BYTES = ENC_BYTES + TAG_BYTES
 MAX_CIPHERTEXT_BYTES = 64 * 1024
 
+#: Length of a device secret (HMAC keys shorter than a block are zero-padded, so the length is fixed).
+DEVICE_SECRET_BYTES = 32
 #: Domain-separation prefixes (each followed by one 0x00 byte) of the pseudonym MAC and the HPKE info.
 PSEUDONYM_LABEL = b"deniable/pseudonym/v1"
 INFO_LABEL = b"deniable/hpke-info/v1"
@@ -88,7 +91,6 @@ _PSEUDONYM_RE = re.compile(r"[0-9a-f]{64}")
 _CAMPAIGN_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "pseudonym", "ct"})
-_MIN_DEVICE_SECRET_BYTES = 16
 
 
 # --------------------------------------------------------------------------------------------- encodings
@@ -281,10 +283,10 @@ def make_pseudonym(device_secret: bytes, campaign_id: str) -> str:
     (device, campaign), so the aggregator counts one report per device, and without the secret the
     pseudonyms of one device in two campaigns are unlinkable (HMAC is a PRF).
     """
-    if not isinstance(device_secret, bytes) or len(device_secret) < _MIN_DEVICE_SECRET_BYTES:
+    if not isinstance(device_secret, bytes) or len(device_secret) != DEVICE_SECRET_BYTES:
         raise InvalidParameter(
-            f"'device_secret' must be at least {_MIN_DEVICE_SECRET_BYTES} random bytes; "
-            "use secrets.token_bytes(32)"
+            f"'device_secret' must be exactly {DEVICE_SECRET_BYTES} random bytes; use "
+            f"secrets.token_bytes({DEVICE_SECRET_BYTES})"
         )
     _check_campaign_id(campaign_id, InvalidParameter)
     message = PSEUDONYM_LABEL + b"\x00" + campaign_id.encode("utf-8")
