@@ -1,0 +1,51 @@
+"""The device client of deniable: randomize on the device, account for ε, encrypt, deliver exactly once.
+
+>>> from deniable.client import Client
+>>> client = Client("http://127.0.0.1:8000", state_dir="~/.local/share/myapp/deniable")  # doctest: +SKIP
+>>> receipt = client.submit("smoking-2026", "yes", groups={"country": "NL"})            # doctest: +SKIP
+>>> client.flush()                                                                       # doctest: +SKIP
+>>> client.ledger()                                                                      # doctest: +SKIP
+
+Depends only on the standard library, ``cryptography`` and :mod:`deniable.shared`; never imports numpy or
+Flask.
+"""
+
+from deniable.shared.errors import (
+    BudgetExceeded,
+    CampaignClosed,
+    DeniableError,
+    InvalidConfig,
+    InvalidParameter,
+    TransportError,
+    UnknownCampaign,
+)
+
+from .device import Client, Receipt
+from .fleet import FleetResult, simulate_fleet
+from .ledger import CampaignSpend, Ledger
+from .outbox import FlushResult, RetryPolicy
+from .state import Rejection, default_state_dir
+from .transport import HTTPTransport, Response, Transport
+
+__all__ = [
+    "BudgetExceeded",
+    "CampaignClosed",
+    "CampaignSpend",
+    "Client",
+    "DeniableError",
+    "FleetResult",
+    "FlushResult",
+    "HTTPTransport",
+    "InvalidConfig",
+    "InvalidParameter",
+    "Ledger",
+    "Receipt",
+    "Rejection",
+    "Response",
+    "RetryPolicy",
+    "Transport",
+    "TransportError",
+    "UnknownCampaign",
+    "default_state_dir",
+    "simulate_fleet",
+]

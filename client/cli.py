@@ -1,0 +1,130 @@
+"""``deniable submit`` and ``deniable ledger``: the device client from a shell.
+
+``deniable submit --aggregator URL --campaign ID --value V [--group k=v ...] [--state-dir DIR]`` answers a
+campaign (randomized on this machine, encrypted, queued) and flushes the outbox; it prints the receipt and
+the delivery as JSON. ``deniable ledger [--state-dir DIR]`` prints the ε spent per campaign and what is
+left. The state dir defaults to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
+
+Exit codes: 0 done; 1 refused or failed (the message says why and what to do); 3 queued but not delivered
+yet (the aggregator is unreachable; run the command again or ``flush`` later, nothing is lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from deniable.shared.errors import DeniableError
+
+from .device import Client
+from .ledger import fmt_epsilon
+from .state import default_state_dir
+
+__all__ = ["register"]
+
+
+def _group(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--group must be field=value (e.g. country=NL), got {text!r}")
+    return key, value
+
+
+def register(subparsers: Any) -> None:
+    """Add ``submit`` and ``ledger`` to the ``deniable`` command line."""
+    submit = subparsers.add_parser(
+        "submit",
+        help="answer a campaign from this device (randomized here, encrypted, delivered)",
+        description="Answer a campaign: the value is randomized on this machine, encrypted to the "
+        "campaign key and delivered; the raw value never leaves the machine (local campaigns).",
+    )
+    submit.add_argument("--aggregator", required=True, metavar="URL", help="e.g. http://127.0.0.1:8000")
+    submit.add_argument("--campaign", required=True, metavar="ID", help="the campaign id")
+    submit.add_argument("--value", required=True, metavar="V", help="your answer: one of the categories")
+    submit.add_argument(
+        "--group", action="append", type=_group, default=[], metavar="K=V",
+        help="a public group attribute the campaign asks for (repeatable), e.g. country=NL",
+    )
+    _state_dir_option(submit)
+    submit.add_argument("--recurring", action="store_true", help="permanent randomized response per value")
+    submit.add_argument(
+        "--allow-central", action="store_true",
+        help="allow central campaigns, which receive the raw answer (encrypted) and add noise centrally",
+    )
+    submit.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign (4)")
+    submit.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget (10)")
+    submit.add_argument("--no-flush", action="store_true", help="queue only; deliver on a later call")
+    submit.set_defaults(func=_submit)
+
+    ledger = subparsers.add_parser("ledger", help="show the ε this device spent and what is left")
+    _state_dir_option(ledger)
+    ledger.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget (10)")
+    ledger.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign (4)")
+    ledger.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ledger.set_defaults(func=_ledger)
+
+
+def _state_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", default=None, metavar="DIR",
+        help="device state (default: $DENIABLE_STATE_DIR or ~/.local/share/deniable)",
+    )
+
+
+def _submit(args: argparse.Namespace) -> int:
+    try:
+        with Client(
+            args.aggregator,
+            args.state_dir or default_state_dir(),
+            max_epsilon_per_campaign=args.max_epsilon,
+            lifetime_budget=args.lifetime_budget,
+            allow_central=args.allow_central,
+        ) as client:
+            groups = dict(args.group) or None
+            receipt = client.submit(args.campaign, args.value, groups, recurring=args.recurring)
+            result = None if args.no_flush else client.deliver()
+            rejected = [r for r in client.rejections() if r.report_id == receipt.report_id]
+    except DeniableError as exc:
+        print(f"deniable submit: {exc}", file=sys.stderr)
+        return 1
+    out: dict[str, Any] = {"receipt": receipt.__dict__}
+    if result is not None:
+        out["delivery"] = result.__dict__
+    print(json.dumps(out, indent=2))
+    if rejected:
+        print(f"deniable submit: the aggregator rejected the report: {rejected[0].reason}", file=sys.stderr)
+        return 1
+    if result is not None and result.error is not None:
+        print(f"deniable submit: queued, not delivered yet: {result.error}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    try:
+        with Client(
+            "http://127.0.0.1",  # never contacted: the ledger is local
+            args.state_dir or default_state_dir(),
+            lifetime_budget=args.lifetime_budget,
+            max_epsilon_per_campaign=args.max_epsilon,
+        ) as client:
+            ledger = client.ledger()
+            pending = client.pending()
+    except DeniableError as exc:
+        print(f"deniable ledger: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({**ledger.to_dict(), "pending": pending}, indent=2))
+        return 0
+    print(f"{'campaign':<40} {'ε spent':>10} {'reports':>8}  mode")
+    for c in ledger.campaigns:
+        mode = "recurring" if c.recurring else "one-shot"
+        mode += "" if c.trust_model == "local" else ", central"
+        print(f"{c.campaign_id:<40} {fmt_epsilon(c.epsilon):>10} {c.reports:>8}  {mode}")
+    print(
+        f"total ε spent {fmt_epsilon(ledger.spent)} of {fmt_epsilon(ledger.lifetime_budget)}; "
+        f"{fmt_epsilon(ledger.remaining)} left; {pending} report(s) waiting to be delivered"
+    )
+    return 0

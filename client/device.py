@@ -1,0 +1,248 @@
+"""The device client: ``Client.submit`` randomizes, accounts for ε, encrypts and queues; ``flush`` delivers.
+
+Order of operations in :meth:`Client.submit`, each step before the next can happen:
+
+1. the campaign id and the value are checked (against the pinned categories when the campaign is known);
+2. a memoized report of a one-shot campaign is re-queued as it is (same envelope, same report id) and costs
+   nothing;
+3. the public config is fetched, validated and checked against the pin (pinned at first use); central
+   campaigns are refused unless the client was built with ``allow_central=True``;
+4. in one SQLite transaction: the budget is checked (:mod:`deniable.client.ledger`), the value is randomized
+   with the mechanism's exact sampler (:mod:`deniable.client.memo` for recurring campaigns), sealed with
+   HPKE to the campaign key, and the ε spend, the memo and the outbox entry are written together.
+
+The raw value exists only in memory during the call; the database receives the sealed envelope only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import make_pseudonym
+from deniable.shared.errors import InvalidParameter
+
+from .config import load_pinned, resolve_config
+from .ledger import Ledger, build_ledger, check_budget
+from .memo import permanent_response
+from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
+from .report import central_refusal, privacy_cost, randomize_index, seal_answer
+from .state import DeviceState, Rejection, ReportRow
+from .transport import HTTPTransport, Transport
+
+__all__ = ["Client", "Receipt"]
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The outcome of one ``submit``: which report stands for the answer and what it cost.
+
+    ``memoized`` is True when an earlier report was re-queued (``epsilon_spent`` is then 0); ``queued``
+    tells whether the envelope waits in the outbox (False once the aggregator rejected that report).
+    """
+
+    campaign_id: str
+    report_id: str
+    epsilon_spent: float
+    memoized: bool
+    recurring: bool
+    trust_model: str
+    queued: bool
+
+
+def _positive(name: str, value: object, upper: float = 1000.0) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidParameter(f"{name!r} must be a finite number in (0, {upper:g}], got {value!r}")
+    if not 0 < value <= upper:
+        raise InvalidParameter(f"{name!r} must be a finite number in (0, {upper:g}], got {value!r}")
+    return Fraction(value)
+
+
+class Client:
+    """A device's LDP client (thread-safe: one lock around its state; flushes are serialized).
+
+    ``Client(aggregator_url, state_dir=None, *, max_epsilon_per_campaign=4.0, lifetime_budget=10.0,
+    timeout=10.0, transport=None, allow_central=False)``. ``state_dir=None`` keeps the state in memory.
+    ``allow_central=True`` lets the device answer *central* campaigns, whose raw answer goes (encrypted) to
+    a curator the user chose to trust; the default refuses them, so nothing un-randomized leaves the device.
+    """
+
+    def __init__(
+        self,
+        aggregator_url: str,
+        state_dir: str | os.PathLike[str] | None = None,
+        *,
+        max_epsilon_per_campaign: float = 4.0,
+        lifetime_budget: float = 10.0,
+        timeout: float = 10.0,
+        transport: Transport | None = None,
+        allow_central: bool = False,
+        batch_size: int = MAX_BATCH,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._per_campaign = _positive("max_epsilon_per_campaign", max_epsilon_per_campaign)
+        self._lifetime = _positive("lifetime_budget", lifetime_budget)
+        self.aggregator_url = aggregator_url
+        self.allow_central = bool(allow_central)
+        self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
+        self._lock = threading.RLock()
+        self._state = DeviceState(state_dir)
+        self._outbox = Outbox(self._state, self._transport, self._lock, batch_size=batch_size, policy=retry)
+
+    @property
+    def state_dir(self) -> str | None:
+        """Where the state lives, or None for in-memory state."""
+        return None if self._state.path is None else str(self._state.path)
+
+    def close(self) -> None:
+        """Release the state database (queued reports stay on disk for the next Client)."""
+        with self._lock:
+            self._state.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- answering ----------------------------------------------------------------------------------------
+    def submit(
+        self,
+        campaign_id: str,
+        value: str,
+        groups: Mapping[str, str] | None = None,
+        *,
+        recurring: bool = False,
+    ) -> Receipt:
+        """Answer ``campaign_id`` with the category label ``value``; the report is queued, not yet sent.
+
+        One-shot (default): the first answer spends the campaign's ε once and is final; asking again
+        re-queues the identical report and spends nothing. ``recurring=True``: a permanent randomized
+        response per distinct value (see :mod:`deniable.client.memo`), ε spent once per distinct value.
+
+        Raises ``InvalidParameter`` (unknown value, bad groups), ``InvalidConfig`` (invalid or changed
+        config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
+        ``TransportError`` (the aggregator is unreachable and the campaign was never pinned).
+        """
+        with self._lock:
+            pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
+            pinned = load_pinned(self._state, campaign_id)
+            if pinned is not None:
+                pinned.category_index(value)
+                if not recurring:
+                    memo = self._one_shot_memo(campaign_id)
+                    if memo is not None:
+                        return self._resend(memo)
+            config = resolve_config(self._state, self._transport, campaign_id)
+            index = config.category_index(value)
+            if config.trust_model == "central" and not self.allow_central:
+                raise central_refusal(config)
+            if recurring and config.trust_model == "central":
+                raise InvalidParameter(
+                    f"campaign {campaign_id!r} is central: recurring=True applies to local campaigns only"
+                )
+            return self._answer(config, index, pseudonym, groups, recurring)
+
+    def _answer(
+        self,
+        config: CampaignConfig,
+        index: int,
+        pseudonym: str,
+        groups: Mapping[str, str] | None,
+        recurring: bool,
+    ) -> Receipt:
+        cost = privacy_cost(config)
+        with self._state.transaction() as db:
+            spends = self._state.reports()
+            mine = [row for row in spends if row.campaign_id == config.id]
+            if mine and mine[0].recurring != recurring:
+                mode = "recurring" if mine[0].recurring else "one-shot"
+                raise InvalidParameter(
+                    f"campaign {config.id!r} was answered as {mode} on this device; keep "
+                    f"recurring={mine[0].recurring} for it"
+                )
+            report_id: str | None = None
+            if recurring:
+                mechanism = config.build_mechanism()
+                report_id, report = permanent_response(mechanism, self._state.secret, config.id, index)
+                known = next((row for row in mine if row.report_id == report_id), None)
+            else:
+                known = mine[0] if mine else None
+            if known is not None:
+                return self._resend(known, db)
+            check_budget(
+                config.id,
+                cost,
+                campaign_spent=sum((row.epsilon for row in mine), Fraction(0)),
+                total_spent=sum((row.epsilon for row in spends), Fraction(0)),
+                per_campaign=self._per_campaign,
+                lifetime_budget=self._lifetime,
+            )
+            if not recurring:
+                report = randomize_index(config, index)
+            envelope = seal_answer(config, pseudonym, report, groups, report_id=report_id)
+            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            row = ReportRow(envelope.report_id, config.id, recurring, config.trust_model, cost, text)
+            DeviceState.record_spend(db, row)
+            DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
+        return Receipt(config.id, row.report_id, float(cost), False, recurring, config.trust_model, True)
+
+    def _one_shot_memo(self, campaign_id: str) -> ReportRow | None:
+        rows = self._state.reports(campaign_id)
+        return rows[0] if rows and not rows[0].recurring else None
+
+    def _resend(self, row: ReportRow, db: Any = None) -> Receipt:
+        """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing."""
+        queued = False
+        if not self._state.rejected(row.report_id):
+            if db is None:
+                with self._state.transaction() as tx:
+                    DeviceState.enqueue(tx, row.report_id, row.campaign_id, row.envelope)
+            else:
+                DeviceState.enqueue(db, row.report_id, row.campaign_id, row.envelope)
+            queued = True
+        return Receipt(row.campaign_id, row.report_id, 0.0, True, row.recurring, row.trust_model, queued)
+
+    # -- delivery -----------------------------------------------------------------------------------------
+    def flush(self) -> int:
+        """Deliver queued reports; returns how many the aggregator now holds (accepted or duplicate).
+
+        Transient failures leave reports queued for the next flush; see :meth:`deliver` for the details
+        and :meth:`rejections` for reports the aggregator refused.
+        """
+        return self.deliver().delivered
+
+    def deliver(self) -> FlushResult:
+        """Like :meth:`flush`, with the full account (accepted, duplicate, rejected, pending, last error)."""
+        return self._outbox.flush()
+
+    def pending(self) -> int:
+        """How many reports wait in the outbox."""
+        with self._lock:
+            return self._state.pending()
+
+    def rejections(self) -> list[Rejection]:
+        """Reports the aggregator refused (4xx or a ``rejected`` result), with its reasons; not retried."""
+        with self._lock:
+            return self._state.rejections()
+
+    # -- accounting ---------------------------------------------------------------------------------------
+    def ledger(self) -> Ledger:
+        """ε spent per campaign and in total, the lifetime budget and what is left."""
+        with self._lock:
+            spends = [(r.campaign_id, r.epsilon, r.recurring, r.trust_model) for r in self._state.reports()]
+        return build_ledger(spends, self._lifetime, self._per_campaign)
+
+    def __repr__(self) -> str:
+        return (
+            f"Client({self.aggregator_url!r}, state_dir={self.state_dir!r}, "
+            f"max_epsilon_per_campaign={float(self._per_campaign):g}, "
+            f"lifetime_budget={float(self._lifetime):g})"
+        )

@@ -1,0 +1,128 @@
+"""Many simulated devices against a real aggregator, cheaply: the demo's, benchmarks' and tests' fleet.
+
+:func:`simulate_fleet` fetches and validates the campaign config once, then stands up one in-memory device
+per value: a fresh 32-byte secret from :mod:`secrets`, its pseudonym, the mechanism's exact randomizer and
+an HPKE seal, exactly as :class:`~deniable.client.Client` does for one device, without a ledger or a
+database per device (each simulated device answers once, so its ledger would hold one spend). The
+envelopes are delivered in batches with the outbox's retry and backoff.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deniable.shared.envelope import make_pseudonym
+from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
+
+from .config import fetch_config
+from .outbox import MAX_BATCH, RetryPolicy, post_batch
+from .report import central_refusal, randomize_index, seal_answer
+from .transport import HTTPTransport, Transport
+
+__all__ = ["FleetResult", "simulate_fleet"]
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    """What a fleet delivered: per-status counts, the batches sent and the wall time in seconds.
+
+    ``unsent`` counts reports still unsettled when the retries of a batch ran out (the aggregator was
+    unreachable); ``rejections`` lists ``(report_id, code, reason)`` the aggregator refused.
+    """
+
+    campaign_id: str
+    devices: int
+    accepted: int
+    duplicate: int
+    rejected: int
+    unsent: int
+    batches: int
+    seconds: float
+    rejections: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def delivered(self) -> int:
+        """Reports the aggregator holds (accepted or duplicate)."""
+        return self.accepted + self.duplicate
+
+    @property
+    def reports_per_second(self) -> float:
+        """Throughput of the whole run (randomize + encrypt + deliver)."""
+        return self.devices / self.seconds if self.seconds > 0 else float("inf")
+
+
+def simulate_fleet(
+    url: str,
+    campaign_id: str,
+    values: Sequence[str],
+    groups: Sequence[Mapping[str, str]] | None = None,
+    batch_size: int = MAX_BATCH,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    transport: Transport | None = None,
+    allow_central: bool = False,
+    retry: RetryPolicy | None = None,
+    timeout: float = 30.0,
+) -> FleetResult:
+    """One simulated device per entry of ``values`` (category labels) answers ``campaign_id`` once.
+
+    ``groups`` is None or one dict per device. ``progress(done, total)`` is called after each batch.
+    Raises ``InvalidParameter`` for an unknown label or bad groups before anything is sent,
+    ``UnknownCampaign``/``InvalidConfig``/``CampaignClosed`` for the campaign, and ``TransportError`` if
+    the config cannot be fetched.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= MAX_BATCH:
+        raise InvalidParameter(f"'batch_size' must be an integer in [1, {MAX_BATCH}], got {batch_size!r}")
+    if groups is not None and len(groups) != len(values):
+        raise InvalidParameter(
+            f"'groups' must hold one dict per value: got {len(groups)} for {len(values)} values"
+        )
+    policy = retry or RetryPolicy()
+    link = transport or HTTPTransport(url, timeout=timeout)
+    config = fetch_config(link, campaign_id)
+    if config.status == "closed":
+        raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
+    if config.trust_model == "central" and not allow_central:
+        raise central_refusal(config)
+    indices = [config.category_index(label) for label in values]  # every label checked before any work
+    public_key = config.public_key_bytes
+    started = time.perf_counter()
+    accepted = duplicate = unsent = batches = 0
+    rejections: list[tuple[str, str, str]] = []
+    total = len(indices)
+    for start in range(0, total, batch_size):
+        stop = min(start + batch_size, total)
+        envelopes: list[dict[str, Any]] = []
+        for i in range(start, stop):
+            pseudonym = make_pseudonym(secrets.token_bytes(32), campaign_id)
+            report = randomize_index(config, indices[i])
+            device_groups = None if groups is None else groups[i]
+            envelope = seal_answer(config, pseudonym, report, device_groups, public_key=public_key)
+            envelopes.append(envelope.to_json())
+        delivery = post_batch(link, campaign_id, envelopes, policy)
+        batches += 1
+        accepted += delivery.accepted
+        duplicate += len(delivery.delivered) - delivery.accepted
+        rejections.extend(delivery.rejected)
+        unsent += len(delivery.unsettled)
+        if delivery.error is not None and not delivery.delivered:
+            raise TransportError(
+                f"fleet stopped after {start} of {total} devices: {delivery.error}"
+            )
+        if progress is not None:
+            progress(stop, total)
+    return FleetResult(
+        campaign_id=campaign_id,
+        devices=total,
+        accepted=accepted,
+        duplicate=duplicate,
+        rejected=len(rejections),
+        unsent=unsent,
+        batches=batches,
+        seconds=time.perf_counter() - started,
+        rejections=tuple(rejections),
+    )

@@ -1,0 +1,60 @@
+"""Memoized randomized responses: one report per one-shot campaign, one per (campaign, value) if recurring.
+
+One-shot campaigns (the default): the first ``submit`` randomizes with fresh CSPRNG noise, and the sealed
+envelope is stored with its ε spend; every later ``submit`` to the campaign re-sends that identical
+envelope (same report id, so the aggregator counts it once) and spends nothing.
+
+Recurring collection (``recurring=True``), in the manner of RAPPOR's *permanent randomized response*
+(Erlingsson, Pihur, Korolova, CCS 2014): the randomness for value ``v`` in campaign ``c`` is drawn from an
+HMAC_DRBG (SP 800-90A, SHA-256) instantiated with the device secret as entropy input and ``(c, v)`` as
+nonce, and the report id comes from the same stream. So the randomized report of ``v`` is a fixed
+function of (secret, c, v): reporting ``v`` again and again yields the same report and the same report id,
+and the device never needs a table keyed by raw values to stay consistent.
+
+Guarantee and its limits (document these to users):
+
+* Each distinct true value a device ever reports in a campaign costs ε once, for the life of the campaign
+  (composition over the distinct values: k distinct values cost k·ε, capped by the ledger).
+* A change of value is visible: a new value brings a new report and a new report id under the same
+  pseudonym, so an observer learns *that* the value changed (not to what, beyond the ε-LDP report).
+* A stable report is a tracking risk: the same report id and report recur, which links submissions. The
+  aggregator sees the pseudonym anyway, but a network observer without the campaign key sees only the
+  report id.
+* RAPPOR adds an *instantaneous* randomized response layer on top of the permanent one to blunt both
+  effects (each transmission re-randomized, at the price of more noise per report). deniable does not add
+  it: the aggregator counts one report per device and campaign, so repeated transmissions are duplicates
+  and there is nothing for an IRR layer to protect beyond the report id, while its extra noise would widen
+  every estimate.
+* On disk, the ledger keeps the report ids of recurring reports (it must, to charge ε per distinct value
+  only). Whoever reads both the device secret and the state database can recompute them per category and
+  learn which values were reported; the state dir is therefore created 0700 and the secret 0600.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deniable.shared.mechanisms import Mechanism
+
+from .drbg import HmacDrbg
+
+__all__ = ["PERSONALIZATION", "permanent_response"]
+
+#: Personalization string of the permanent-response DRBG (domain separation from any other use).
+PERSONALIZATION = b"deniable/permanent-rr/v1"
+
+
+def permanent_response(
+    mechanism: Mechanism, device_secret: bytes, campaign_id: str, value_index: int
+) -> tuple[str, Any]:
+    """``(report_id, report)`` of the permanent randomized response of ``value_index`` in ``campaign_id``.
+
+    Deterministic in (device secret, campaign id, value); the report is drawn by the mechanism's exact
+    sampler driven by the HMAC_DRBG, so its law is the mechanism's ε-LDP law (computationally, given a
+    secret the observer does not hold).
+    """
+    nonce = campaign_id.encode("utf-8") + b"\x00" + value_index.to_bytes(4, "big")
+    drbg = HmacDrbg(device_secret, nonce, PERSONALIZATION)
+    report_id = drbg.generate(16).hex()
+    report = mechanism.randomize(value_index, randbelow=drbg.randbelow)
+    return report_id, report

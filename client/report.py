@@ -1,0 +1,70 @@
+"""One device answer, from category index to sealed envelope: randomize (local) and encrypt.
+
+Shared by :class:`~deniable.client.Client` and :func:`~deniable.client.simulate_fleet` so that a simulated
+device does exactly what a real one does. Local campaigns: the payload holds only the randomized report,
+drawn by the campaign mechanism's exact sampler (OS CSPRNG unless a ``randbelow`` is passed, e.g. the
+permanent-response DRBG). Central campaigns: the payload holds the category index itself (the user opted into
+trusting the curator); it is still HPKE-encrypted to the campaign key, so only the curator can read it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import Envelope, seal
+from deniable.shared.errors import InvalidConfig
+from deniable.shared.sampling import RandBelow
+
+__all__ = ["central_refusal", "privacy_cost", "randomize_index", "seal_answer"]
+
+
+def privacy_cost(config: CampaignConfig) -> Fraction:
+    """The ε one answer spends on the device ledger, exactly.
+
+    Local: the campaign's ε (ε-LDP of the randomized report). Central: the campaign's total ``budget``, the
+    most ε the curator promises to spend over all releases computed from the raw answers (sequential
+    composition); the device has no local guarantee in that case, only the curator's promise.
+    """
+    if config.trust_model == "central":
+        assert config.budget is not None  # validated by CampaignConfig
+        return Fraction(config.budget)
+    return Fraction(config.epsilon)
+
+
+def central_refusal(config: CampaignConfig) -> InvalidConfig:
+    """The error raised for a central campaign when the device did not opt in."""
+    return InvalidConfig(
+        f"campaign {config.id!r} uses the central trust model: the raw answer would be sent (encrypted) to "
+        f"the curator, who promises ε={config.epsilon:g} per release and ε={config.budget:g} in total. Pass "
+        "allow_central=True (CLI: --allow-central) only if the user agreed to trust that curator"
+    )
+
+
+def randomize_index(config: CampaignConfig, index: int, randbelow: RandBelow = secrets.randbelow) -> Any:
+    """The device report of category ``index``: randomized for local campaigns, the index for central."""
+    if config.trust_model == "central":
+        return index
+    return config.build_mechanism().randomize(index, randbelow=randbelow)
+
+
+def seal_answer(
+    config: CampaignConfig,
+    pseudonym: str,
+    report: Any,
+    groups: Mapping[str, str] | None,
+    *,
+    public_key: bytes | None = None,
+    report_id: str | None = None,
+) -> Envelope:
+    """Seal the payload to the campaign key, bound to campaign id, version, report id and pseudonym."""
+    return seal(
+        config.make_payload(report, groups),
+        campaign_id=config.id,
+        public_key=config.public_key_bytes if public_key is None else public_key,
+        pseudonym=pseudonym,
+        report_id=report_id,
+    )
