@@ -71,12 +71,14 @@ _SUBSAMPLE_OTHERS = 9
 @dataclass(frozen=True)
 class Neighbours:
     """A mechanism on two neighbouring inputs: ``sample(which, size, rng)`` returns integer outcome codes
-    of ``size`` runs on input ``which`` (0 or 1); ``describe(code)`` names an outcome."""
+    of ``size`` runs on input ``which`` (0 or 1); ``describe(code)`` names an outcome; ``ordered`` names
+    the output when codes are its values in order (threshold events are then tried too)."""
 
     name: str
     claimed_epsilon: float
     sample: Callable[[int, int, np.random.Generator], IntArray]
     describe: Callable[[int], str]
+    ordered: str | None = None
 
 
 @dataclass(frozen=True)
@@ -163,20 +165,39 @@ def _log_ratio_bound(k0: Any, n0: Any, k1: Any, n1: Any, confidence: float) -> A
         return np.log(low0) - np.log(high1)
 
 
-def _best_event(c0: IntArray, c1: IntArray, confidence: float) -> tuple[int, IntArray]:
-    """The event (direction, outcome indices) with the best ε bound on the selection samples."""
+def _best_event(c0: IntArray, c1: IntArray, confidence: float, ordered: bool) -> tuple[int, str, IntArray]:
+    """The event with the best ε bound on the selection samples: (direction, shape, outcome indices).
+
+    Candidates are the prefixes of the outcomes ranked by their own ε bound, and for ordered outcomes also
+    the threshold events {≤ t} and {≥ t}; direction 0 favours D0, 1 favours D1.
+    """
     import numpy as np
 
     n0, n1 = int(c0.sum()), int(c1.sum())
-    best: tuple[float, int, IntArray] | None = None
+    m = c0.size
+    best: tuple[float, int, str, IntArray] | None = None
     for direction, (a, b, na, nb) in enumerate(((c0, c1, n0, n1), (c1, c0, n1, n0))):
-        order = np.lexsort((-a, -(a + 0.5) / (b + 0.5)))
-        bounds = _log_ratio_bound(np.cumsum(a[order]), na, np.cumsum(b[order]), nb, confidence)
-        j = int(np.argmax(bounds))
-        if best is None or bounds[j] > best[0]:
-            best = (float(bounds[j]), direction, order[: j + 1])
+        # Rank outcomes by their own ε bound, so that rare outcomes with noisy ratios come last.
+        own = _log_ratio_bound(a, na, b, nb, confidence)
+        orders = {"ratio": np.lexsort((-a, -own))}
+        if ordered:
+            orders.update({"at-most": np.arange(m), "at-least": np.arange(m)[::-1]})
+        for shape, order in orders.items():
+            bounds = _log_ratio_bound(np.cumsum(a[order]), na, np.cumsum(b[order]), nb, confidence)
+            j = int(np.argmax(bounds))
+            if best is None or bounds[j] > best[0]:
+                best = (float(bounds[j]), direction, shape, order[: j + 1])
     assert best is not None
-    return best[1], best[2]
+    return best[1], best[2], best[3]
+
+
+def _describe(target: Neighbours, codes: IntArray, shape: str, event: IntArray) -> str:
+    if shape == "at-most":
+        return f"{target.ordered} ≤ {int(codes[event[-1]])}"
+    if shape == "at-least":
+        return f"{target.ordered} ≥ {int(codes[event[-1]])}"
+    names = [target.describe(int(codes[i])) for i in sorted(event.tolist())]
+    return " or ".join(names[:6]) + (f" or … ({len(names)} outcomes)" if len(names) > 6 else "")
 
 
 def audit_neighbours(
@@ -203,7 +224,7 @@ def audit_neighbours(
     sel0, sel1 = counts(idx0[:half]), counts(idx1[:half])
     ev0, ev1 = counts(idx0[half:]), counts(idx1[half:])
     n0, n1 = int(ev0.sum()), int(ev1.sum())
-    direction, event = _best_event(sel0, sel1, confidence)
+    direction, shape, event = _best_event(sel0, sel1, confidence, target.ordered is not None)
     hits = (int(ev0[event].sum()), int(ev1[event].sum()))
     (k_hi, n_hi), (k_lo, n_lo) = ((hits[0], n0), (hits[1], n1))[:: 1 if direction == 0 else -1]
     lower = float(_log_ratio_bound(k_hi, n_hi, k_lo, n_lo, confidence))
@@ -213,8 +234,7 @@ def audit_neighbours(
     tv_event = np.nonzero(sel0 > sel1)[0]
     t0, t1 = int(ev0[tv_event].sum()), int(ev1[tv_event].sum())
     tv_low = float(clopper_pearson(t0, n0, confidence)[0]) - float(clopper_pearson(t1, n1, confidence)[1])
-    names = [target.describe(int(codes[i])) for i in sorted(event.tolist())]
-    shown = " or ".join(names[:6]) + (f" or … ({len(names)} outcomes)" if len(names) > 6 else "")
+    shown = _describe(target, codes, shape, event)
     which = "D0 over D1" if direction == 0 else "D1 over D0"
     return AuditResult(
         mechanism=target.name,
@@ -281,7 +301,7 @@ def discrete_laplace_neighbours(epsilon: float, *, claimed_epsilon: float | None
         return result
 
     claim = epsilon if claimed_epsilon is None else claimed_epsilon
-    return Neighbours("discrete-laplace(count)", claim, sample, lambda code: f"output = {code}")
+    return Neighbours("discrete-laplace(count)", claim, sample, lambda code: f"output = {code}", "output")
 
 
 def subsample_neighbours(p: float, *, claimed_epsilon: float) -> Neighbours:

@@ -1,0 +1,111 @@
+"""The privacy auditor: valid lower bounds, tight on shipped mechanisms, and it catches broken ones."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, binomtest
+
+from deniable.aggregator.audit import (
+    audit,
+    audit_neighbours,
+    clopper_pearson,
+    local_neighbours,
+    subsample_neighbours,
+)
+from deniable.aggregator.cli import main
+from deniable.shared.errors import InvalidParameter
+from deniable.shared.mechanisms import GRR, BinaryRR
+
+TRIALS = 100_000
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "k"),
+    [("binary-rr", 2), ("grr", 4), ("grr", 16), ("oue", 4), ("olh", 8), ("discrete-laplace", 2)],
+)
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_shipped_mechanisms_stay_within_their_epsilon(mechanism: str, k: int, epsilon: float) -> None:
+    result = audit(mechanism, epsilon=epsilon, k=k, trials=TRIALS, confidence=0.95, seed=11)
+    assert not result.violated
+    assert result.epsilon_lower_bound <= epsilon
+    # The auditor is not vacuous: the event it finds nearly attains ε (all these are tight at ε).
+    assert result.epsilon_lower_bound > 0.75 * epsilon, result.summary()
+
+
+@pytest.mark.parametrize("mechanism", [GRR(2.0, 4), BinaryRR(2.0), GRR(1.3, 8)])
+def test_a_mechanism_spending_more_than_it_claims_is_caught(mechanism: GRR) -> None:
+    target = local_neighbours(mechanism, claimed_epsilon=mechanism.epsilon / 1.3 if mechanism.k == 8 else 1.0)
+    result = audit_neighbours(target, trials=TRIALS, confidence=0.95, seed=3)
+    assert result.violated, result.summary()
+    assert result.epsilon_lower_bound > target.claimed_epsilon
+
+
+def test_example_3_is_not_dp_for_any_finite_epsilon() -> None:
+    p, alpha = 0.1, 0.05
+    bounds = []
+    for trials in (20_000, 200_000):
+        result = audit_neighbours(subsample_neighbours(p, claimed_epsilon=5.0), trials=trials, seed=5)
+        assert math.isinf(result.epsilon_point)
+        assert result.hits[1] == 0
+        half = trials // 2
+        # ε_LB = ln(CP_lower(k0)/(1 − (α/2)^(1/N))) ≈ ln(p·N/ln(2/α)): it grows like ln N, without limit.
+        predicted = math.log(p * half / math.log(2 / alpha))
+        assert abs(result.epsilon_lower_bound - predicted) < 0.1, (result.epsilon_lower_bound, predicted)
+        # Its statistical distance is only p: the CP interval of the target's release rate contains it.
+        _, high = result.probability_intervals[0]
+        assert result.statistical_distance_lower <= p <= high
+        assert abs(result.statistical_distance - p) < 5 * math.sqrt(p * (1 - p) / half)
+        bounds.append(result.epsilon_lower_bound)
+    assert bounds[1] - bounds[0] == pytest.approx(math.log(10), abs=0.1)
+    assert bounds[1] > 5.0  # refutes even ε = 5
+
+
+def test_the_bound_is_valid_at_its_confidence() -> None:
+    """Over many independent audits of a tight ε-DP mechanism, ε_LB > ε happens at most α of the time.
+
+    Choosing the event on the same samples it is measured on would break this; the split keeps it.
+    """
+    runs, confidence = 300, 0.9
+    rng = np.random.default_rng(2024)
+    target = local_neighbours(BinaryRR(1.0))
+    exceed = sum(
+        audit_neighbours(target, trials=4_000, confidence=confidence, seed=int(s)).violated
+        for s in rng.integers(0, 2**32, runs)
+    )
+    # Under the worst allowed rate α = 0.1, exceeding this count has probability < 1e-6.
+    assert exceed <= binom.ppf(1 - 1e-6, runs, 1 - confidence)
+
+
+def test_clopper_pearson_matches_scipy_exact_interval() -> None:
+    for k, n in [(0, 50), (3, 50), (50, 50), (4_000, 10_000)]:
+        low, high = clopper_pearson(k, n, 0.95)
+        expected = binomtest(k, n).proportion_ci(0.95, method="exact")
+        assert float(low) == pytest.approx(expected.low, abs=1e-12)
+        assert float(high) == pytest.approx(expected.high, abs=1e-12)
+    assert float(clopper_pearson(0, 1000, 0.95)[1]) == pytest.approx(1 - 0.025 ** (1 / 1000))
+
+
+def test_bad_parameters_are_refused_with_a_clear_message() -> None:
+    with pytest.raises(InvalidParameter, match="'trials' must be an integer >= 100"):
+        audit("grr", epsilon=1.0, k=4, trials=10)
+    with pytest.raises(InvalidParameter, match="'mechanism' must be one of"):
+        audit("exponential", epsilon=1.0)
+    with pytest.raises(InvalidParameter, match="'epsilon' must be a finite number"):
+        audit("grr", epsilon=0.0, k=4)
+
+
+def test_cli_reports_and_exits_nonzero_on_a_violation(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", "--mechanism", "grr", "--epsilon", "1", "--k", "4", "--trials", "20000", "--seed", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ε lower bound (95% confidence)" in out
+    assert "consistent with the claim" in out
+    assert (
+        main(["audit", "--mechanism", "subsample", "--epsilon", "3", "--trials", "20000", "--seed", "0"]) == 1
+    )
+    assert "VIOLATION" in capsys.readouterr().out
+    assert main(["audit", "--mechanism", "grr", "--trials", "5"]) == 2
+    assert "'trials' must be" in capsys.readouterr().out
