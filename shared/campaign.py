@@ -71,8 +71,18 @@ MAX_GROUP_VALUE_CHARS = 64
 _SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _REQUIRED_KEYS = frozenset(
     {
-        "id", "question", "categories", "epsilon", "mechanism", "params", "group_fields", "public_key",
-        "format_version", "suite", "status", "trust_model",
+        "id",
+        "question",
+        "categories",
+        "epsilon",
+        "mechanism",
+        "params",
+        "group_fields",
+        "public_key",
+        "format_version",
+        "suite",
+        "status",
+        "trust_model",
     }
 )
 _OPTIONAL_KEYS = frozenset({"budget", "adjacency"})

@@ -208,9 +208,7 @@ def parse_json_object(data: bytes, *, what: str) -> dict[str, Any]:
         raise InvalidReport(f"{what} contains {name}, which is not JSON")
 
     try:
-        obj = json.loads(
-            data.decode("utf-8"), object_pairs_hook=no_duplicates, parse_constant=no_constants
-        )
+        obj = json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates, parse_constant=no_constants)
     except InvalidReport:
         raise
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

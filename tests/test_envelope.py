@@ -124,9 +124,7 @@ def test_pseudonym_is_the_documented_hmac() -> None:
 
 
 @given(secret=st.binary(min_size=32, max_size=32), a=slugs, b=slugs)
-def test_pseudonym_is_stable_per_campaign_and_differs_across_campaigns(
-    secret: bytes, a: str, b: str
-) -> None:
+def test_pseudonym_is_stable_per_campaign_and_differs_across_campaigns(secret: bytes, a: str, b: str) -> None:
     assert make_pseudonym(secret, a) == make_pseudonym(secret, a)
     assert len(make_pseudonym(secret, a)) == 64
     assert (make_pseudonym(secret, a) == make_pseudonym(secret, b)) == (a == b)

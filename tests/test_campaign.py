@@ -1,0 +1,451 @@
+"""The campaign descriptor: strict validation, round trips, pinning, and payload checks per mechanism."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deniable.shared.campaign import MAX_CATEGORIES, CampaignConfig
+from deniable.shared.envelope import (
+    FORMAT_VERSION,
+    SUITE_ID,
+    encode_key,
+    generate_keypair,
+    make_pseudonym,
+    open_envelope,
+    seal,
+)
+from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.mechanisms import OLH, OUE, BinaryRR, OLHReport, choose_mechanism
+
+PRIVATE, PUBLIC = generate_keypair()
+KEY = encode_key(PUBLIC)
+
+
+def config(**changes: Any) -> CampaignConfig:
+    args: dict[str, Any] = {
+        "id": "smoking-2026",
+        "question": "Did you smoke in the last 30 days?",
+        "categories": ["no", "yes"],
+        "epsilon": 1.0,
+        "public_key": KEY,
+        "mechanism": "binary-rr",
+        "group_fields": ["country"],
+    }
+    args.update(changes)
+    return CampaignConfig.create(**args)
+
+
+def good_json(**changes: Any) -> dict[str, Any]:
+    obj = config().to_json()
+    obj.update(changes)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------- construction
+
+
+def test_to_json_has_the_documented_fields() -> None:
+    assert config().to_json() == {
+        "id": "smoking-2026",
+        "question": "Did you smoke in the last 30 days?",
+        "categories": ["no", "yes"],
+        "epsilon": 1.0,
+        "mechanism": "binary-rr",
+        "params": {"k": 2},
+        "group_fields": ["country"],
+        "public_key": KEY,
+        "format_version": FORMAT_VERSION,
+        "suite": SUITE_ID,
+        "status": "open",
+        "trust_model": "local",
+        "budget": None,
+        "adjacency": None,
+    }
+
+
+@pytest.mark.parametrize(("k", "epsilon"), [(2, 1.0), (4, 1.0), (16, 1.0), (64, 2.0), (200, 0.5)])
+def test_auto_picks_the_lowest_variance_mechanism(k: int, epsilon: float) -> None:
+    c = config(categories=[f"c{i}" for i in range(k)], epsilon=epsilon, mechanism="auto")
+    assert c.mechanism == choose_mechanism(k, epsilon).name
+    assert c.params["k"] == k
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 2.0, 3.3, 10.0])
+def test_olh_params_carry_g(epsilon: float) -> None:
+    c = config(categories=[f"c{i}" for i in range(50)], epsilon=epsilon, mechanism="olh")
+    assert dict(c.params) == {"k": 50, "g": max(2, round(math.exp(epsilon)) + 1)}
+    assert c.params["g"] == c.build_mechanism().g  # type: ignore[attr-defined]
+
+
+def test_central_campaign_defaults() -> None:
+    c = config(trust_model="central", mechanism="auto", budget=3, epsilon=0.5)
+    assert (c.mechanism, c.budget, c.adjacency) == ("none", 3.0, "add-remove")
+    assert config(trust_model="central", mechanism=None, budget=1, adjacency="replace").adjacency == "replace"
+    with pytest.raises(InvalidConfig, match="is a central campaign"):
+        c.build_mechanism()
+
+
+def test_create_accepts_raw_key_bytes_and_lists() -> None:
+    assert config(public_key=PUBLIC) == config()
+    assert config().categories == ("no", "yes") and config().group_fields == ("country",)
+
+
+def test_config_is_immutable() -> None:
+    c = config()
+    with pytest.raises(AttributeError):
+        c.epsilon = 2.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        c.params["k"] = 3  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------------------- validation
+
+BAD_FIELDS = [
+    ({"id": "Smoking"}, "'id' must be a slug matching"),
+    ({"id": "-x"}, "'id' must be a slug"),
+    ({"id": "a" * 65}, "'id' must be a slug"),
+    ({"id": 3}, "'id' must be a slug"),
+    ({"question": ""}, "'question' must be a string of 1..2000"),
+    ({"question": "?" * 2001}, "'question' must be a string of 1..2000"),
+    ({"epsilon": 0}, r"'epsilon' must be a finite number in \(0, 10\], got 0"),
+    ({"epsilon": -1.0}, "'epsilon' must be a finite number"),
+    ({"epsilon": 10.5}, r"in \(0, 10\], got 10.5"),
+    ({"epsilon": True}, "'epsilon' must be a finite number"),
+    ({"epsilon": "1"}, "'epsilon' must be a finite number"),
+    ({"epsilon": math.nan}, "'epsilon' must be a finite number"),
+    ({"epsilon": math.inf}, "'epsilon' must be a finite number"),
+    ({"categories": ["only"]}, "'categories' must be a list of 2..4096 labels, got 1 of them"),
+    ({"categories": [f"c{i}" for i in range(MAX_CATEGORIES + 1)]}, "2..4096 labels, got 4097"),
+    ({"categories": "no,yes"}, "'categories' must be a JSON array|'categories' must be a list"),
+    ({"categories": ["no", "no"]}, "'categories' must be unique, 'no' appears twice"),
+    ({"categories": ["no", ""]}, r"'categories\[1\]' must be a string of 1..200"),
+    ({"categories": ["no", "y" * 201]}, r"'categories\[1\]'"),
+    ({"categories": ["no", 1]}, r"'categories\[1\]'"),
+    ({"categories": ["no", "\ud800"]}, "lone surrogate"),
+    ({"mechanism": "rappor"}, "'mechanism' must be one of 'binary-rr', 'grr', 'oue', 'olh'"),
+    ({"mechanism": "none"}, "'mechanism' must be one of"),
+    ({"categories": ["a", "b", "c"]}, "'binary-rr' needs exactly 2 categories, got 3"),
+    ({"params": {"k": 3}}, r"'params.k' must be 2 \(the number of categories\), got 3"),
+    ({"params": {"k": True}}, "'params.k' must be 2"),
+    ({"params": {"k": 2, "g": 4}}, "'params' must have exactly the keys 'k'"),
+    ({"params": {}}, "'params' must have exactly the keys 'k', got none"),
+    ({"params": [2]}, "'params' must be a JSON object|'params' must be an object"),
+    ({"mechanism": "olh", "params": {"k": 2, "g": 3}}, r"'params.g' must be 4 \(round\(e\^epsilon\) \+ 1\)"),
+    ({"mechanism": "olh", "params": {"k": 2}}, "'params' must have exactly the keys 'g', 'k'"),
+    ({"group_fields": ["country"] * 2}, "'group_fields' must be unique"),
+    ({"group_fields": ["Country"]}, r"'group_fields\[0\]' must be a slug"),
+    ({"group_fields": [f"g{i}" for i in range(9)]}, "'group_fields' must be a list of at most 8"),
+    ({"public_key": KEY + "A"}, "'public_key' must be 32 bytes in base64url"),
+    ({"public_key": encode_key(bytes(32))}, "small-order"),
+    ({"public_key": None}, "'public_key' must be a base64url string"),
+    ({"format_version": 2}, r"'format_version' must be one of \[1\], got 2; update the client"),
+    ({"format_version": True}, "'format_version' must be one of"),
+    ({"suite": "P256-HKDF-SHA256-AES128GCM"}, "'suite' must be 'X25519-HKDF-SHA256-ChaCha20Poly1305'"),
+    ({"status": "paused"}, "'status' must be one of 'open', 'closed'"),
+    ({"trust_model": "shuffle"}, "'trust_model' must be one of 'local', 'central'"),
+    ({"budget": 5.0}, "'budget' and 'adjacency' apply to central campaigns only"),
+    ({"adjacency": "replace"}, "apply to central campaigns only"),
+    ({"trust_model": "central"}, "central campaigns have no device mechanism: 'mechanism' must be 'none'"),
+    ({"trust_model": "central", "mechanism": "none"}, "central campaigns need a 'budget'"),
+    ({"trust_model": "central", "mechanism": "none", "budget": 0.5}, r"'budget' \(0.5\) must be at least"),
+    (
+        {"trust_model": "central", "mechanism": "none", "budget": 101},
+        r"'budget' must be a finite number in \(0, 100\]",
+    ),
+    (
+        {"trust_model": "central", "mechanism": "none", "budget": 2, "adjacency": "swap"},
+        "'adjacency' must be one of",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "match"), BAD_FIELDS)
+def test_from_json_rejects_each_bad_field_naming_it(changes: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidConfig, match=match):
+        CampaignConfig.from_json(good_json(**changes))
+
+
+def test_from_json_rejects_wrong_key_sets_and_non_objects() -> None:
+    obj = good_json()
+    del obj["suite"]
+    with pytest.raises(InvalidConfig, match="missing 'suite'"):
+        CampaignConfig.from_json(obj)
+    with pytest.raises(InvalidConfig, match="unknown 'secret'"):
+        CampaignConfig.from_json(good_json(secret=1))
+    with pytest.raises(InvalidConfig, match="must be a JSON object"):
+        CampaignConfig.from_json([good_json()])
+
+
+def test_budget_and_adjacency_may_be_omitted() -> None:
+    obj = good_json()
+    del obj["budget"], obj["adjacency"]
+    assert CampaignConfig.from_json(obj) == config()
+
+
+def test_boundaries_are_inclusive() -> None:
+    assert config(epsilon=10).epsilon == 10.0
+    big = config(categories=[str(i) for i in range(MAX_CATEGORIES)], mechanism="oue", question="?" * 2000)
+    assert big.k == MAX_CATEGORIES
+    assert config(group_fields=[f"g{i}" for i in range(8)], categories=["x" * 200, "y"]).k == 2
+    assert config(trust_model="central", mechanism="none", budget=100, epsilon=10).budget == 100.0
+
+
+# ---------------------------------------------------------------------------------------- round trips
+
+labels = st.text(min_size=1, max_size=12).filter(lambda s: s.strip() == s)
+slugs = st.from_regex(r"[a-z0-9][a-z0-9-]{0,20}", fullmatch=True)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> CampaignConfig:
+    categories = draw(st.lists(labels, min_size=2, max_size=12, unique=True))
+    epsilon = draw(st.floats(min_value=0.01, max_value=10.0))
+    central = draw(st.booleans())
+    mechanisms = ["auto", "grr", "oue", "olh"] + (["binary-rr"] if len(categories) == 2 else [])
+    return CampaignConfig.create(
+        id=draw(slugs),
+        question=draw(st.text(min_size=1, max_size=50)),
+        categories=categories,
+        epsilon=epsilon,
+        public_key=KEY,
+        mechanism=None if central else draw(st.sampled_from(mechanisms)),
+        group_fields=draw(st.lists(slugs, max_size=3, unique=True)),
+        trust_model="central" if central else "local",
+        budget=draw(st.floats(min_value=epsilon, max_value=100.0)) if central else None,
+        adjacency=draw(st.sampled_from(["add-remove", "replace"])) if central else None,
+    )
+
+
+@settings(max_examples=60)
+@given(configs())
+def test_config_json_round_trip(c: CampaignConfig) -> None:
+    wire = json.loads(json.dumps(c.to_json()))
+    back = CampaignConfig.from_json(wire)
+    assert back == c
+    assert back.pinned_fingerprint() == c.pinned_fingerprint()
+
+
+@settings(max_examples=150)
+@given(
+    key=st.sampled_from(sorted(good_json())),
+    value=st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=5)
+    | st.lists(st.text(max_size=3) | st.integers(), max_size=3)
+    | st.dictionaries(st.text(max_size=3), st.integers()),
+)
+def test_any_single_field_mutation_raises_only_invalid_config(key: str, value: object) -> None:
+    try:
+        c = CampaignConfig.from_json(good_json(**{key: value}))
+    except InvalidConfig:
+        return
+    assert CampaignConfig.from_json(c.to_json()) == c
+
+
+# ---------------------------------------------------------------------------------------- categories, pinning
+
+
+def test_category_index_and_its_error_message() -> None:
+    c = config()
+    assert (c.category_index("no"), c.category_index("yes")) == (0, 1)
+    with pytest.raises(
+        InvalidParameter,
+        match=r"^value 'maybe' is not a category of campaign 'smoking-2026'; expected one of 'no', 'yes'$",
+    ):
+        c.category_index("maybe")
+    with pytest.raises(InvalidParameter, match=r"expected one of 'c0', .*'c9', \.\.\. \(20 categories\)"):
+        config(categories=[f"c{i}" for i in range(20)], mechanism="grr").category_index(3)
+
+
+def test_fingerprint_is_sha256_of_the_canonical_config_without_status() -> None:
+    c = config(epsilon=0.5)
+    pinned = {k: v for k, v in c.to_json().items() if k != "status"}
+    text = json.dumps(pinned, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert c.pinned_fingerprint() == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_fingerprint_writes_whole_floats_as_integers() -> None:
+    c = config(epsilon=1.0)
+    pinned = {k: v for k, v in c.to_json().items() if k != "status"}
+    text = json.dumps(pinned, sort_keys=True, separators=(",", ":")).replace('"epsilon":1.0', '"epsilon":1')
+    assert c.pinned_fingerprint() == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"epsilon": 1.01},
+        {"categories": ["yes", "no"]},
+        {"question": "Did you smoke in the last 7 days?"},
+        {"public_key": encode_key(generate_keypair()[1])},
+        {"mechanism": "grr"},
+        {"group_fields": []},
+        {"id": "smoking-2027"},
+    ],
+)
+def test_fingerprint_changes_with_every_pinned_field(changes: dict[str, Any]) -> None:
+    assert config(**changes).pinned_fingerprint() != config().pinned_fingerprint()
+
+
+def test_fingerprint_ignores_status_but_not_the_central_budget() -> None:
+    c = config()
+    closed = CampaignConfig.from_json(good_json(status="closed"))
+    assert closed.pinned_fingerprint() == c.pinned_fingerprint()
+    central = config(trust_model="central", mechanism=None, budget=2)
+    assert (
+        central.pinned_fingerprint()
+        != config(trust_model="central", mechanism=None, budget=3).pinned_fingerprint()
+    )
+    other = config(trust_model="central", mechanism=None, budget=2, adjacency="replace")
+    assert other.pinned_fingerprint() != central.pinned_fingerprint()
+
+
+# ---------------------------------------------------------------------------------------- payloads
+
+K5 = [f"c{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "categories"),
+    [("binary-rr", ["no", "yes"]), ("grr", K5), ("oue", K5), ("olh", K5)],
+)
+def test_local_payload_round_trip_through_an_envelope(mechanism: str, categories: list[str]) -> None:
+    c = config(mechanism=mechanism, categories=categories)
+    m = c.build_mechanism()
+    for value in range(c.k):
+        report = m.randomize(value)
+        payload = c.make_payload(report, {"country": "NL"})
+        assert set(payload) == {"report", "groups"}
+        pseudonym = make_pseudonym(b"\x07" * 32, c.id)
+        e = seal(payload, campaign_id=c.id, public_key=c.public_key_bytes, pseudonym=pseudonym)
+        opened = open_envelope(e, campaign_id=c.id, private_key=PRIVATE)
+        assert c.decode_payload(opened) == (report, {"country": "NL"})
+
+
+def test_central_payload_carries_the_index() -> None:
+    c = config(trust_model="central", mechanism=None, budget=2, categories=K5, group_fields=[])
+    assert c.make_payload(4) == {"value": 4, "groups": {}}
+    assert c.decode_payload({"value": 4, "groups": {}}) == (4, {})
+    with pytest.raises(InvalidParameter, match=r"'value' must be a category index in \[0, 5\), got 5"):
+        c.make_payload(5)
+
+
+def test_wire_report_encodings_per_mechanism() -> None:
+    assert config().make_payload(1, {"country": "NL"})["report"] == 1
+    oue = config(mechanism="oue", categories=[f"c{i}" for i in range(10)])
+    assert oue.make_payload(0b1000000101, {"country": "NL"})["report"] == "205"
+    olh = config(mechanism="olh", categories=K5)
+    assert olh.make_payload(OLHReport(0xABC, 2), {"country": "NL"})["report"] == {
+        "seed": "0000000000000abc",
+        "y": 2,
+    }
+
+
+def test_make_payload_checks_groups_on_the_device() -> None:
+    c = config()
+    with pytest.raises(InvalidParameter, match="missing 'country'"):
+        c.make_payload(1)
+    with pytest.raises(InvalidParameter, match="unexpected 'city'"):
+        c.make_payload(1, {"country": "NL", "city": "Delft"})
+    with pytest.raises(InvalidParameter, match=r"group 'country' must be a string of 1\.\.64"):
+        c.make_payload(1, {"country": "N" * 65})
+    with pytest.raises(InvalidReport):  # the mechanism refuses a report outside its space
+        c.make_payload(2, {"country": "NL"})
+
+
+LOCAL = {
+    "binary-rr": config(),
+    "grr": config(mechanism="grr", categories=K5),
+    "oue": config(mechanism="oue", categories=K5),
+    "olh": config(mechanism="olh", categories=K5),
+}
+CENTRAL = config(trust_model="central", mechanism=None, budget=2, categories=K5)
+
+BAD_PAYLOADS = [
+    (
+        LOCAL["binary-rr"],
+        {"report": 2, "groups": {"country": "NL"}},
+        "report must be an integer in \\[0, 2\\)",
+    ),
+    (LOCAL["binary-rr"], {"report": True, "groups": {"country": "NL"}}, "must be a JSON integer"),
+    (LOCAL["binary-rr"], {"report": 1.0, "groups": {"country": "NL"}}, "must be a JSON integer"),
+    (LOCAL["binary-rr"], {"report": 1, "groups": {}}, "missing 'country'"),
+    (LOCAL["binary-rr"], {"report": 1, "groups": {"country": "NL", "x": "y"}}, "unexpected 'x'"),
+    (LOCAL["binary-rr"], {"report": 1, "groups": {"country": 31}}, "group 'country' must be a string"),
+    (
+        LOCAL["binary-rr"],
+        {"report": 1, "groups": {"country": ""}},
+        "group 'country' must be a string of 1..64",
+    ),
+    (LOCAL["binary-rr"], {"report": 1, "groups": ["NL"]}, "'groups' must be an object"),
+    (LOCAL["binary-rr"], {"report": 1}, "exactly the keys 'report' and 'groups'"),
+    (LOCAL["binary-rr"], {"value": 1, "groups": {"country": "NL"}}, "exactly the keys 'report' and 'groups'"),
+    (LOCAL["binary-rr"], {"report": 1, "groups": {"country": "NL"}, "x": 1}, "exactly the keys"),
+    (LOCAL["binary-rr"], [1], "must be an object"),
+    (LOCAL["grr"], {"report": 5, "groups": {"country": "NL"}}, "integer in \\[0, 5\\)"),
+    (LOCAL["grr"], {"report": -1, "groups": {"country": "NL"}}, "integer in \\[0, 5\\)"),
+    (LOCAL["oue"], {"report": 3, "groups": {"country": "NL"}}, "must be a JSON string of hex digits"),
+    (LOCAL["oue"], {"report": "003", "groups": {"country": "NL"}}, "exactly 2 lowercase hex digits"),
+    (LOCAL["oue"], {"report": "1F", "groups": {"country": "NL"}}, "lowercase hex"),
+    (LOCAL["oue"], {"report": "20", "groups": {"country": "NL"}}, "sets a bit at or above k=5"),
+    (LOCAL["olh"], {"report": [1, 1], "groups": {"country": "NL"}}, "must be a JSON object"),
+    (LOCAL["olh"], {"report": {"seed": "00", "y": 0}, "groups": {"country": "NL"}}, "16 lowercase hex"),
+    (LOCAL["olh"], {"report": {"seed": "0" * 16, "y": 4}, "groups": {"country": "NL"}}, "bucket 'y'"),
+    (
+        LOCAL["olh"],
+        {"report": {"seed": "0" * 16}, "groups": {"country": "NL"}},
+        "olh report must be an object",
+    ),
+    (CENTRAL, {"value": 5, "groups": {"country": "NL"}}, "category index in \\[0, 5\\)"),
+    (CENTRAL, {"value": True, "groups": {"country": "NL"}}, "category index"),
+    (CENTRAL, {"value": "c1", "groups": {"country": "NL"}}, "category index"),
+    (
+        CENTRAL,
+        {"report": 1, "groups": {"country": "NL"}},
+        "central campaign must be an object with exactly the keys 'value'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("c", "payload", "match"), BAD_PAYLOADS)
+def test_decode_payload_rejects_bad_payloads(c: CampaignConfig, payload: object, match: str) -> None:
+    with pytest.raises(InvalidReport, match=match):
+        c.decode_payload(payload)
+
+
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200)
+@given(
+    c=st.sampled_from([*LOCAL.values(), CENTRAL]),
+    payload=any_json
+    | st.fixed_dictionaries({"report": any_json, "groups": any_json})
+    | st.fixed_dictionaries({"value": any_json, "groups": st.fixed_dictionaries({"country": any_json})})
+    | st.fixed_dictionaries({"report": any_json, "groups": st.just({"country": "NL"})}),
+)
+def test_decode_payload_only_ever_raises_invalid_report(c: CampaignConfig, payload: object) -> None:
+    with contextlib.suppress(InvalidReport):
+        c.decode_payload(payload)
+
+
+@pytest.mark.parametrize(("cls", "name"), [(BinaryRR, "binary-rr"), (OUE, "oue"), (OLH, "olh")])
+def test_build_mechanism_matches_the_config(cls: type, name: str) -> None:
+    c = config(mechanism=name, categories=["a", "b"])
+    m = c.build_mechanism()
+    assert isinstance(m, cls) and m.epsilon == c.epsilon and m.k == c.k
+    assert c.build_mechanism() is m
