@@ -1,19 +1,28 @@
 """Fetch a campaign's public config, validate it, and pin it at first use (trust on first use).
 
 The device refuses to randomize under anything it has not validated (``CampaignConfig.from_json``: known
-mechanism, ε in range, categories, key, params consistent with them). At first use it stores the config and
-its fingerprint (SHA-256 of the canonical JSON of every field but ``status``); afterwards a config with
-another fingerprint under the same id is refused with :class:`InvalidConfig`, so a compromised or
-misconfigured server cannot quietly raise ε, swap the mechanism, reorder the categories or substitute its
-own key. Closing a campaign (``status``) is its normal life and is not a change.
+mechanism, ε in range, categories, key, params consistent with them). At first use it stores the config's
+fingerprint (SHA-256 of the canonical JSON of every field but ``status``); afterwards a config with another
+fingerprint under the same id is refused with :class:`InvalidConfig`, so a compromised or misconfigured
+server cannot quietly raise ε, swap the mechanism, reorder the categories or substitute its own key.
+Closing a campaign (``status``) is its normal life and is not a change.
+
+What is pinned on disk: the fingerprint and a summary of the privacy-relevant fields (ε, mechanism, params,
+key, trust model, budget, and a SHA-256 of the category list) used to say *what* changed. The category
+labels themselves are not written: the state dir then holds no answer-like string at all, and a scan of it
+for the labels finds nothing. The validated config is kept in memory by the :class:`~deniable.client.Client`
+so a device that goes offline after fetching can still answer (the outbox delivers later).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.parse
+from typing import Any
 
 from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import canonical_json
 from deniable.shared.errors import (
     CampaignClosed,
     InvalidConfig,
@@ -24,10 +33,10 @@ from deniable.shared.errors import (
 from .state import DeviceState
 from .transport import Transport, error_message
 
-__all__ = ["CONFIG_PATH", "check_pin", "fetch_config", "load_pinned", "resolve_config"]
+__all__ = ["CONFIG_PATH", "check_pin", "fetch_config", "pin_summary", "resolve_config"]
 
 CONFIG_PATH = "/api/v1/campaigns/{}"
-_WATCHED = ("epsilon", "mechanism", "categories", "public_key", "params", "trust_model", "budget", "question")
+_SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model", "budget", "adjacency")
 
 
 def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
@@ -45,7 +54,7 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
     if response.status >= 500 or response.status == 429:
         raise TransportError(
             f"the aggregator answered {response.status} for the config of {campaign_id!r} "
-            f"({error_message(response)}); try again later"
+            f"({error_message(response)}); nothing was spent or queued, try again later"
         )
     if response.status != 200:
         raise InvalidConfig(
@@ -61,10 +70,14 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
     return config
 
 
-def load_pinned(state: DeviceState, campaign_id: str) -> CampaignConfig | None:
-    """The config pinned for ``campaign_id``, or None if the device never used it."""
-    pinned = state.pinned(campaign_id)
-    return None if pinned is None else CampaignConfig.from_json(json.loads(pinned[1]))
+def pin_summary(config: CampaignConfig) -> dict[str, Any]:
+    """The privacy-relevant fields stored with a pin; categories only as a SHA-256 of their list."""
+    full = config.to_json()
+    summary = {key: full[key] for key in _SUMMARY_FIELDS}
+    summary["categories_sha256"] = hashlib.sha256(canonical_json(full["categories"])).hexdigest()
+    summary["question_sha256"] = hashlib.sha256(canonical_json(full["question"])).hexdigest()
+    summary["group_fields"] = full["group_fields"]
+    return summary
 
 
 def check_pin(state: DeviceState, config: CampaignConfig) -> None:
@@ -72,40 +85,43 @@ def check_pin(state: DeviceState, config: CampaignConfig) -> None:
     fingerprint = config.pinned_fingerprint()
     pinned = state.pinned(config.id)
     if pinned is None:
-        state.pin(config.id, fingerprint, json.dumps(config.to_json(), sort_keys=True))
+        state.pin(config.id, fingerprint, json.dumps(pin_summary(config), sort_keys=True))
         return
     if pinned[0] == fingerprint:
         return
     old = json.loads(pinned[1])
-    new = config.to_json()
+    new = pin_summary(config)
     changes = [
-        f"{key} {_short(old.get(key))} -> {_short(new.get(key))}"
-        for key in _WATCHED
+        f"{key.removesuffix('_sha256')} {_short(old.get(key))} -> {_short(new.get(key))}"
+        if not key.endswith("_sha256")
+        else f"{key.removesuffix('_sha256')} changed"
+        for key in new
         if old.get(key) != new.get(key)
     ]
     raise InvalidConfig(
         f"campaign {config.id!r} changed since this device pinned it at first use "
-        f"({'; '.join(changes) or 'fields outside the usual ones'}); refusing it, since a changed campaign "
-        "under the same id could weaken the privacy the user agreed to. The operator must publish the "
-        "change as a new campaign id"
+        f"({'; '.join(changes) or 'other fields changed'}); refusing it, since a changed campaign under "
+        "the same id could weaken the privacy the user agreed to. The operator must publish the change "
+        "under a new campaign id"
     )
 
 
-def resolve_config(state: DeviceState, transport: Transport, campaign_id: str) -> CampaignConfig:
+def resolve_config(
+    state: DeviceState, transport: Transport, campaign_id: str, cache: dict[str, CampaignConfig]
+) -> CampaignConfig:
     """The config to answer under: fetched, validated and checked against the pin (pinned at first use).
 
-    When the aggregator cannot be reached but the campaign is pinned, the pinned copy is used, so a device
-    offline can still randomize and queue its answer (the outbox delivers later). A closed campaign raises
-    :class:`CampaignClosed`.
+    When the aggregator cannot be reached, a config this process already validated (``cache``) is used,
+    so a device that goes offline can still answer. A closed campaign raises :class:`CampaignClosed`.
     """
     try:
         config = fetch_config(transport, campaign_id)
     except TransportError:
-        pinned = load_pinned(state, campaign_id)
-        if pinned is None:
+        if campaign_id not in cache:
             raise
-        config = pinned
+        config = cache[campaign_id]
     check_pin(state, config)
+    cache[campaign_id] = config
     if config.status == "closed":
         raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
     return config

@@ -2,14 +2,15 @@
 
 Order of operations in :meth:`Client.submit`, each step before the next can happen:
 
-1. the campaign id and the value are checked (against the pinned categories when the campaign is known);
-2. a memoized report of a one-shot campaign is re-queued as it is (same envelope, same report id) and costs
-   nothing;
-3. the public config is fetched, validated and checked against the pin (pinned at first use); central
-   campaigns are refused unless the client was built with ``allow_central=True``;
-4. in one SQLite transaction: the budget is checked (:mod:`deniable.client.ledger`), the value is randomized
-   with the mechanism's exact sampler (:mod:`deniable.client.memo` for recurring campaigns), sealed with
-   HPKE to the campaign key, and the ε spend, the memo and the outbox entry are written together.
+1. the public config is fetched, validated and checked against the pin (pinned at first use; a config
+   validated earlier in this process is used if the aggregator is unreachable);
+2. the value is checked against the categories (unknown value: ``InvalidParameter``); central campaigns
+   are refused unless the client was built with ``allow_central=True``;
+3. in one SQLite transaction: a memoized report is re-queued as it is (same envelope, same report id,
+   nothing spent); otherwise the budget is checked (:mod:`deniable.client.ledger`), the value is
+   randomized with the mechanism's exact sampler (:mod:`deniable.client.memo` for recurring campaigns),
+   sealed with HPKE to the campaign key, and the ε spend, the memo and the outbox entry are written
+   together.
 
 The raw value exists only in memory during the call; the database receives the sealed envelope only.
 """
@@ -29,7 +30,7 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import InvalidParameter
 
-from .config import load_pinned, resolve_config
+from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget
 from .memo import permanent_response
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
@@ -94,6 +95,7 @@ class Client:
         self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
         self._lock = threading.RLock()
         self._state = DeviceState(state_dir)
+        self._configs: dict[str, CampaignConfig] = {}
         self._outbox = Outbox(self._state, self._transport, self._lock, batch_size=batch_size, policy=retry)
 
     @property
@@ -133,14 +135,7 @@ class Client:
         """
         with self._lock:
             pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
-            pinned = load_pinned(self._state, campaign_id)
-            if pinned is not None:
-                pinned.category_index(value)
-                if not recurring:
-                    memo = self._one_shot_memo(campaign_id)
-                    if memo is not None:
-                        return self._resend(memo)
-            config = resolve_config(self._state, self._transport, campaign_id)
+            config = resolve_config(self._state, self._transport, campaign_id, self._configs)
             index = config.category_index(value)
             if config.trust_model == "central" and not self.allow_central:
                 raise central_refusal(config)
@@ -193,10 +188,6 @@ class Client:
             DeviceState.record_spend(db, row)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
         return Receipt(config.id, row.report_id, float(cost), False, recurring, config.trust_model, True)
-
-    def _one_shot_memo(self, campaign_id: str) -> ReportRow | None:
-        rows = self._state.reports(campaign_id)
-        return rows[0] if rows and not rows[0].recurring else None
 
     def _resend(self, row: ReportRow, db: Any = None) -> Receipt:
         """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing."""

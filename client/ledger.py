@@ -8,8 +8,10 @@ FORMULAS §5.4). A recurring campaign spends ε once per distinct true value (RA
 response; see :mod:`deniable.client.memo`). Two caps are enforced before anything is randomized:
 ``spent_on_campaign + ε ≤ max_epsilon_per_campaign`` and ``total_spent + ε ≤ lifetime_budget``.
 
-All sums and comparisons use exact fractions (the exact binary value of each float ε), so ten spends of
-0.1 never drift past a budget of 1.
+All sums and comparisons use exact fractions of the ε the samplers actually use (the exact binary value of
+each float, as ``Mechanism.epsilon_exact``): float rounding can never let a spend slip past a budget. The
+flip side is honest too: ten spends of ε=0.1 (each 0.1000000000000000055…) exceed a budget of exactly 1 by
+5.5e-17, and the tenth is refused.
 """
 
 from __future__ import annotations
@@ -23,9 +25,18 @@ from deniable.shared.errors import BudgetExceeded
 __all__ = ["CampaignSpend", "Ledger", "build_ledger", "check_budget", "fmt_epsilon"]
 
 
-def fmt_epsilon(x: Fraction | float) -> str:
-    """A short human form of an ε amount (6 significant digits)."""
-    return f"{float(x):.6g}"
+def fmt_epsilon(x: Fraction | float, digits: int = 6) -> str:
+    """A short human form of an ε amount (``digits`` significant digits)."""
+    return f"{float(x):.{digits}g}"
+
+
+def _pair(left: Fraction, requested: Fraction) -> tuple[str, str]:
+    """``left`` and ``requested`` printed with enough digits to show which is larger."""
+    for digits in (6, 17):
+        a, b = fmt_epsilon(left, digits), fmt_epsilon(requested, digits)
+        if a != b:
+            return a, b
+    return f"{left}", f"{requested}"
 
 
 @dataclass(frozen=True)
@@ -105,10 +116,11 @@ def check_budget(
     """Raise :class:`BudgetExceeded` unless spending ``requested`` keeps both caps; spends nothing itself."""
     if campaign_spent + requested > per_campaign:
         left = max(per_campaign - campaign_spent, Fraction(0))
+        shown_left, shown_requested = _pair(left, requested)
         raise BudgetExceeded(
-            f"campaign {campaign_id!r} asks for ε={fmt_epsilon(requested)}, but this device allows at most "
+            f"campaign {campaign_id!r} asks for ε={shown_requested}, but this device allows at most "
             f"ε={fmt_epsilon(per_campaign)} per campaign and has spent ε={fmt_epsilon(campaign_spent)} on it "
-            f"(ε={fmt_epsilon(left)} left for it); nothing was sent. Raise max_epsilon_per_campaign only if "
+            f"(ε={shown_left} left for it); nothing was sent. Raise max_epsilon_per_campaign only if "
             "the user agrees to a weaker guarantee",
             spent=float(campaign_spent),
             remaining=float(left),
@@ -116,10 +128,11 @@ def check_budget(
         )
     if total_spent + requested > lifetime_budget:
         left = max(lifetime_budget - total_spent, Fraction(0))
+        shown_left, shown_requested = _pair(left, requested)
         raise BudgetExceeded(
-            f"campaign {campaign_id!r} asks for ε={fmt_epsilon(requested)}, but this device has spent "
+            f"campaign {campaign_id!r} asks for ε={shown_requested}, but this device has spent "
             f"ε={fmt_epsilon(total_spent)} of its lifetime budget ε={fmt_epsilon(lifetime_budget)} "
-            f"(ε={fmt_epsilon(left)} left); nothing was sent",
+            f"(ε={shown_left} left); nothing was sent",
             spent=float(total_spent),
             remaining=float(left),
             requested=float(requested),

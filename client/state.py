@@ -9,9 +9,9 @@ race, and WAL with ``synchronous=FULL`` makes a committed row durable across pow
 uses an in-memory database with the same code path.
 
 What is stored: randomized, HPKE-encrypted envelopes (never the raw value), ε spends as exact fractions,
-pinned public campaign configs and the device secret (32 bytes from :mod:`secrets`, file mode 0600 in a
-0700 directory). The secret is the root of the device's pseudonyms and of its permanent randomized
-responses; keep the state dir private.
+the fingerprints of pinned campaign configs with a label-free summary, and the device secret (32 bytes
+from :mod:`secrets`, file mode 0600 in a 0700 directory). The secret is the root of the device's
+pseudonyms and of its permanent randomized responses; keep the state dir private.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pins (
     campaign_id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
-    config_json TEXT NOT NULL,
+    summary_json TEXT NOT NULL,
     pinned_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS reports (
@@ -165,18 +165,18 @@ class DeviceState:
 
     # -- pins ---------------------------------------------------------------------------------------
     def pinned(self, campaign_id: str) -> tuple[str, str] | None:
-        """``(fingerprint, config_json)`` pinned for ``campaign_id``, or None."""
+        """``(fingerprint, summary_json)`` pinned for ``campaign_id``, or None."""
         row = self._db.execute(
-            "SELECT fingerprint, config_json FROM pins WHERE campaign_id = ?", (campaign_id,)
+            "SELECT fingerprint, summary_json FROM pins WHERE campaign_id = ?", (campaign_id,)
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def pin(self, campaign_id: str, fingerprint: str, config_json: str) -> None:
+    def pin(self, campaign_id: str, fingerprint: str, summary_json: str) -> None:
         """Pin at first use; an existing pin is never overwritten."""
         with self.transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO pins VALUES (?, ?, ?, ?)",
-                (campaign_id, fingerprint, config_json, time.time()),
+                (campaign_id, fingerprint, summary_json, time.time()),
             )
 
     # -- ε spends and memo ----------------------------------------------------------------------------
