@@ -1,0 +1,68 @@
+"""Figures (matplotlib, headless Agg backend): the error of each trust model against n.
+
+The figure is log-log: the local error grows like √n (a straight line of slope 1/2), the central one is
+flat at √2/ε; one colour per ε, solid lines for the formulas and markers for the simulated points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compare import ErrorCurve
+
+__all__ = ["Marker", "plot_error_curves"]
+
+#: A labelled point to draw on top of the curves, e.g. the demo's own run: (label, n, sd).
+Marker = tuple[str, float, float]
+
+
+def plot_error_curves(
+    curves: Sequence[ErrorCurve],
+    path: str | Path,
+    *,
+    title: str = "count error",
+    markers: Sequence[Marker] = (),
+) -> Path:
+    """Draw ``curves`` (and ``markers``) to ``path`` (PNG, or any format matplotlib knows); return it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    epsilons = sorted({c.epsilon for c in curves})
+    colours = {
+        eps: plt.get_cmap("viridis")(i / max(1, len(epsilons) - 1) * 0.85) for i, eps in enumerate(epsilons)
+    }
+    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    for curve in curves:
+        central = curve.model.startswith("central")
+        style = "--" if central else "-"
+        colour = colours[curve.epsilon]
+        ax.plot(
+            curve.n,
+            curve.analytic,
+            style,
+            color=colour,
+            lw=1.6,
+            label=f"{curve.model}, ε = {curve.epsilon:g}",
+        )
+        ax.plot(curve.measured_n, curve.measured, "s" if central else "o", color=colour, ms=5, mfc="none")
+    for label, n, sd in markers:
+        ax.plot([n], [sd], "*", ms=14, color="crimson", zorder=5)
+        ax.annotate(label, (n, sd), textcoords="offset points", xytext=(8, 6), fontsize=8, color="crimson")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (respondents)")
+    ax.set_ylabel("standard deviation of the estimated count")
+    ax.set_title(f"{title}\nlines: formulas; markers: simulation (o local, □ central)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
