@@ -62,7 +62,9 @@ def _bernoulli_exp_unit(gamma: Fraction, randbelow: RandBelow) -> bool:
     """
     k = 1
     num, den = gamma.numerator, gamma.denominator
-    while randbelow(den * k) < num:
+    if num == 0:
+        return True
+    while num >= den * k or randbelow(den * k) < num:  # a certain coin (γ/k = 1) needs no draw
         k += 1
     return k % 2 == 1
 
