@@ -1,0 +1,285 @@
+"""Generate the known-answer vectors ``tests/vectors/wire-v1.json`` (run by hand; the tests never run it).
+
+    .venv/bin/python tests/vectors/make_vectors.py
+
+Ciphertexts and randomized reports use real randomness (HPKE ephemeral keys, the mechanisms' ``secrets``
+samplers), so every run writes different ciphertexts: regenerate only when the wire format changes, and
+bump the file name with ``FORMAT_VERSION``. The vectors are specified in ``docs/wire-format.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import (
+    FORMAT_VERSION,
+    SUITE_ID,
+    Envelope,
+    canonical_json,
+    encode_key,
+    generate_keypair,
+    hpke_info,
+    make_pseudonym,
+    new_report_id,
+    seal,
+)
+from deniable.shared.mechanisms import olh_hash
+
+OUT = Path(__file__).with_name(f"wire-v{FORMAT_VERSION}.json")
+SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+DEVICE_SECRETS = [bytes.fromhex(f"{i:02x}" * 32) for i in (0x11, 0x22, 0x33)]
+
+
+def campaigns(public_key: bytes) -> dict[str, CampaignConfig]:
+    """One campaign per mechanism plus a central one, small enough to read by eye."""
+    common = {"public_key": public_key}
+    return {
+        "binary-rr": CampaignConfig.create(
+            id="smoking-2026",
+            question="Did you smoke in the last 30 days?",
+            categories=["no", "yes"],
+            epsilon=1.0,
+            mechanism="binary-rr",
+            group_fields=["country"],
+            **common,
+        ),
+        "grr": CampaignConfig.create(
+            id="commute-mode",
+            question="How did you get to work today?",
+            categories=["walk", "bike", "car", "bus", "train"],
+            epsilon=2.0,
+            mechanism="grr",
+            group_fields=["country", "age-band"],
+            **common,
+        ),
+        "oue": CampaignConfig.create(
+            id="app-crash-screen",
+            question="Which screen were you on when the app crashed?",
+            categories=[f"screen-{i}" for i in range(10)],
+            epsilon=1.0,
+            mechanism="oue",
+            **common,
+        ),
+        "olh": CampaignConfig.create(
+            id="favourite-emoji",
+            question="Your most used emoji this week?",
+            categories=["😀", "😂", "❤️", "👍", "🙏", "😭", "🔥", "🎉", "🤔", "😊", "✨", "👀"],
+            epsilon=2.0,
+            mechanism="olh",
+            group_fields=["platform"],
+            **common,
+        ),
+        "central": CampaignConfig.create(
+            id="salary-band",
+            question="Which band is your gross yearly salary in?",
+            categories=["<30k", "30-60k", "60-100k", ">100k"],
+            epsilon=0.5,
+            trust_model="central",
+            budget=2.0,
+            adjacency="replace",
+            group_fields=["country"],
+            **common,
+        ),
+    }
+
+
+GROUPS = {
+    (): [{}],
+    ("country",): [{"country": "NL"}, {"country": "DE"}, {"country": "FR"}],
+    ("country", "age-band"): [{"country": "NL", "age-band": "18-34"}, {"country": "BE", "age-band": "65+"}],
+    ("platform",): [{"platform": "android"}, {"platform": "ios"}],
+}
+
+
+def envelope_case(config: CampaignConfig, value: int, groups: dict[str, str], device: int) -> dict[str, Any]:
+    """Randomize (local) or pass (central) ``value``, seal it, and record everything needed to check it."""
+    if config.trust_model == "central":
+        payload = config.make_payload(value, groups)
+        extra: dict[str, Any] = {}
+    else:
+        mechanism = config.build_mechanism()
+        report = mechanism.randomize(value)
+        payload = config.make_payload(report, groups)
+        extra = {"support": mechanism.support(report)}
+    pseudonym = make_pseudonym(DEVICE_SECRETS[device], config.id)
+    envelope = seal(payload, campaign_id=config.id, public_key=config.public_key_bytes, pseudonym=pseudonym)
+    info = hpke_info(config.id, envelope.version, envelope.report_id, envelope.pseudonym)
+    return {
+        "device_secret_hex": DEVICE_SECRETS[device].hex(),
+        "envelope": envelope.to_json(),
+        "info_hex": info.hex(),
+        "plaintext": canonical_json(payload).decode("utf-8"),
+        "payload": payload,
+        **extra,
+    }
+
+
+def flip(ct: str, index: int) -> str:
+    """Flip the lowest bit of byte ``index`` of a base64url ciphertext."""
+    raw = bytearray(
+        Envelope.from_json({"v": 1, "report_id": "0" * 32, "pseudonym": "0" * 64, "ct": ct}).ciphertext
+    )
+    raw[index] ^= 1
+    return Envelope(1, "0" * 32, "0" * 64, bytes(raw)).to_json()["ct"]
+
+
+def raw_seal(config: CampaignConfig, plaintext: bytes) -> dict[str, Any]:
+    """An envelope around arbitrary plaintext bytes (to vector payloads ``seal`` would never produce)."""
+    rid, pseudonym = new_report_id(), make_pseudonym(DEVICE_SECRETS[0], config.id)
+    info = hpke_info(config.id, FORMAT_VERSION, rid, pseudonym)
+    ct = SUITE.encrypt(plaintext, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
+    return Envelope(FORMAT_VERSION, rid, pseudonym, ct).to_json()
+
+
+def main() -> None:
+    private, public = generate_keypair()
+    configs = campaigns(public)
+    cases: list[dict[str, Any]] = []
+    for name, config in configs.items():
+        groups = GROUPS[config.group_fields]
+        envelopes = [
+            envelope_case(config, value % config.k, groups[i % len(groups)], i % len(DEVICE_SECRETS))
+            for i, value in enumerate((0, 1, config.k - 1))
+        ]
+        cases.append(
+            {
+                "name": name,
+                "config": config.to_json(),
+                "fingerprint": config.pinned_fingerprint(),
+                "envelopes": envelopes,
+            }
+        )
+
+    good = cases[0]["envelopes"][0]["envelope"]
+    undecryptable = [
+        {
+            "name": "bit flipped in the AEAD body",
+            "campaign_id": "smoking-2026",
+            "envelope": {**good, "ct": flip(good["ct"], 40)},
+        },
+        {
+            "name": "bit flipped in the tag",
+            "campaign_id": "smoking-2026",
+            "envelope": {**good, "ct": flip(good["ct"], -1)},
+        },
+        {
+            "name": "bit flipped in enc",
+            "campaign_id": "smoking-2026",
+            "envelope": {**good, "ct": flip(good["ct"], 0)},
+        },
+        {"name": "opened as another campaign", "campaign_id": "commute-mode", "envelope": good},
+        {
+            "name": "replayed under a fresh report id",
+            "campaign_id": "smoking-2026",
+            "envelope": {**good, "report_id": new_report_id()},
+        },
+        {
+            "name": "replayed under another pseudonym",
+            "campaign_id": "smoking-2026",
+            "envelope": {**good, "pseudonym": make_pseudonym(DEVICE_SECRETS[2], "smoking-2026")},
+        },
+        {
+            "name": "sealed to another key",
+            "campaign_id": "smoking-2026",
+            "envelope": seal(
+                good_payload(cases),
+                campaign_id="smoking-2026",
+                public_key=generate_keypair()[1],
+                pseudonym=good["pseudonym"],
+            ).to_json(),
+        },
+    ]
+    malformed = [
+        {"name": "unknown version", "envelope": {**good, "v": 2}, "field": "v"},
+        {"name": "version as a string", "envelope": {**good, "v": "1"}, "field": "v"},
+        {"name": "padded base64", "envelope": {**good, "ct": good["ct"] + "="}, "field": "ct"},
+        {
+            "name": "standard base64 alphabet",
+            "envelope": {**good, "ct": good["ct"][:-2] + "+/"},
+            "field": "ct",
+        },
+        {
+            "name": "ciphertext shorter than enc + tag",
+            "envelope": {**good, "ct": good["ct"][:60]},
+            "field": "ct",
+        },
+        {
+            "name": "uppercase report id",
+            "envelope": {**good, "report_id": good["report_id"].upper()},
+            "field": "report_id",
+        },
+        {
+            "name": "short pseudonym",
+            "envelope": {**good, "pseudonym": good["pseudonym"][:-2]},
+            "field": "pseudonym",
+        },
+        {"name": "extra key", "envelope": {**good, "ip": "127.0.0.1"}, "field": "ip"},
+        {
+            "name": "missing key",
+            "envelope": {k: v for k, v in good.items() if k != "pseudonym"},
+            "field": "pseudonym",
+        },
+    ]
+    by_name = {case["name"]: configs[case["name"]] for case in cases}
+    bad_payloads = [
+        ("binary-rr", b'{"groups":{"country":"NL"},"report":2}', "report outside {0, 1}"),
+        ("binary-rr", b'{"groups":{},"report":1}', "missing group field"),
+        ("binary-rr", b'{"groups":{"country":"NL","city":"Delft"},"report":1}', "extra group field"),
+        ("grr", b'{"groups":{"age-band":"18-34","country":"NL"},"report":5}', "report outside [0, 5)"),
+        ("oue", b'{"groups":{},"report":"0400"}', "oue report with 4 hex digits for k = 10"),
+        ("oue", b'{"groups":{},"report":"400"}', "oue report setting bit 10 >= k"),
+        ("olh", b'{"groups":{"platform":"ios"},"report":{"seed":"00000000000000ff","y":8}}', "olh y >= g"),
+        ("central", b'{"groups":{"country":"NL"},"value":4}', "central value outside [0, 4)"),
+        ("central", b'{"groups":{"country":"NL"},"report":1}', "local payload in a central campaign"),
+        ("grr", b"[3]", "payload not an object"),
+        ("grr", b'{"groups":{},"report":1,"report":2}', "duplicate key"),
+    ]
+    rejected_payloads = [
+        {
+            "name": why,
+            "campaign": name,
+            "envelope": raw_seal(by_name[name], plaintext),
+            "plaintext": plaintext.decode(),
+        }
+        for name, plaintext, why in bad_payloads
+    ]
+    olh_examples = [
+        {"seed": seed, "g": g, "hashes": [olh_hash(int(seed, 16), v, g) for v in range(k)]}
+        for seed, g, k in (
+            ("0123456789abcdef", 8, 12),
+            ("ffffffffffffffff", 4, 6),
+            ("0000000100000002", 21, 5),
+        )
+    ]
+    vectors = {
+        "description": "deniable wire format v1 known-answer vectors; see docs/wire-format.md",
+        "format_version": FORMAT_VERSION,
+        "suite": SUITE_ID,
+        "keypair": {
+            "private_key_hex": private.hex(),
+            "public_key_hex": public.hex(),
+            "public_key": encode_key(public),
+        },
+        "campaigns": cases,
+        "undecryptable": undecryptable,
+        "malformed_envelopes": malformed,
+        "rejected_payloads": rejected_payloads,
+        "olh_hash": olh_examples,
+    }
+    OUT.write_text(json.dumps(vectors, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}")
+
+
+def good_payload(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    payload: dict[str, Any] = cases[0]["envelopes"][0]["payload"]
+    return payload
+
+
+if __name__ == "__main__":
+    main()
