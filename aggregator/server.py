@@ -39,6 +39,7 @@ def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) ->
         "limit_request_fields": 100,
         "limit_request_field_size": 8190,
         "proc_name": "deniable-aggregator",
+        "control_socket_disable": True,  # one shared ~/.gunicorn socket would clash between servers
         "forwarded_allow_ips": "",
         "proxy_allow_ips": "",
     }
