@@ -40,7 +40,7 @@ counts per ``(group_field, group_value)``, ``("", "")`` overall), writes ``centr
 ``campaigns.epsilon_spent``, and returns the JSON body: the shape of ``Estimate.to_dict`` (per category
 count, stderr, ci, proportion…) plus ``trust_model``, ``noise``, ``scale``, ``sensitivity``,
 ``adjacency``, ``epsilon_spent``, ``epsilon_remaining``, ``budget``, ``cached`` and ``release_key``;
-grouped, ``{"group_by": f, "groups": [{"group": value, **estimate}], ...}``.
+grouped, ``{"group_by": f, "groups": {value: estimate}, ...}`` (the local estimate's shape).
 """
 
 from __future__ import annotations
@@ -253,10 +253,10 @@ def render(
         body: dict[str, Any] = _estimate(stored, groups[""]).to_dict(level=level, categories=categories)
         body.update(meta)
         return body
-    rows = [
-        {"group": value, **_estimate(stored, group).to_dict(level=level, categories=categories)}
+    rows = {
+        value: _estimate(stored, group).to_dict(level=level, categories=categories)
         for value, group in sorted(groups.items())
-    ]
+    }
     return {"group_by": group_by, "epsilon": stored["epsilon"], "level": level, "groups": rows, **meta}
 
 
