@@ -334,7 +334,8 @@ def _check_hex(
     name: str, value: object, pattern: re.Pattern[str], digits: int, error: type[ValueError]
 ) -> None:
     if not isinstance(value, str) or pattern.fullmatch(value) is None:
-        raise error(f"'{name}' must be {digits} lowercase hex digits, got {_short(value)}")
+        where = "envelope " if error is InvalidReport else ""
+        raise error(f"{where}'{name}' must be {digits} lowercase hex digits, got {_short(value)}")
 
 
 def _short(value: object) -> str:
@@ -397,7 +398,7 @@ class Envelope:
         if keys != _ENVELOPE_KEYS:
             missing = sorted(_ENVELOPE_KEYS - keys)
             extra = sorted(str(k) for k in keys - _ENVELOPE_KEYS)
-            parts = [f"missing {missing}"] if missing else []
+            parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
             parts += [f"unexpected {', '.join(_short(k) for k in extra[:5])}"] if extra else []
             raise InvalidReport(
                 "an envelope must have exactly the keys 'ct', 'pseudonym', 'report_id', 'v': "

@@ -250,7 +250,7 @@ GOOD = sealed().to_json()
     [
         ([GOOD], "must be a JSON object"),
         ("x", "must be a JSON object"),
-        ({k: v for k, v in GOOD.items() if k != "ct"}, "missing \\['ct'\\]"),
+        ({k: v for k, v in GOOD.items() if k != "ct"}, "missing 'ct'"),
         ({**GOOD, "extra": 1}, "unexpected 'extra'"),
         ({**GOOD, "v": 2}, "'v' is 2, an unknown format version"),
         ({**GOOD, "v": "1"}, "'v' must be an integer"),

@@ -252,6 +252,7 @@ def main() -> None:
     olh_examples = [
         {"seed": seed, "g": g, "hashes": [olh_hash(int(seed, 16), v, g) for v in range(k)]}
         for seed, g, k in (
+            ("9e3779b97f4a7c15", 8, 12),
             ("0123456789abcdef", 8, 12),
             ("ffffffffffffffff", 4, 6),
             ("0000000100000002", 21, 5),
