@@ -36,9 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            # A missing optional dependency (e.g. the aggregator extra on a device) hides those commands.
-            if exc.name and exc.name.startswith("deniable"):
-                continue
+            # A missing optional dependency (the aggregator extra on a device) hides those commands;
+            # a missing deniable module is a bug and must surface.
+            if exc.name and exc.name.split(".")[0] == "deniable":
+                raise
             continue
         module.register(sub)
     return parser
