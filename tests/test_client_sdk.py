@@ -1,0 +1,601 @@
+"""The device client against the real aggregator app in process (Flask test client as the transport).
+
+End-to-end tests against the real ``deniable serve`` process are in ``test_client_e2e.py``; these cover
+every rule of the client quickly and deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import deniable.client
+from deniable.aggregator.app import create_app
+from deniable.client import (
+    BudgetExceeded,
+    CampaignClosed,
+    Client,
+    InvalidConfig,
+    InvalidParameter,
+    Response,
+    RetryPolicy,
+    TransportError,
+    UnknownCampaign,
+)
+from deniable.client.state import DB_FILE, SECRET_FILE
+
+ADMIN = {"Authorization": "Bearer admin-token-for-tests"}
+ANALYST = {"Authorization": "Bearer analyst-token-for-tests"}
+
+
+class AppTransport:
+    """The client's Transport contract over the Flask test client (serialized: the test client is not
+    thread-safe)."""
+
+    def __init__(self, app: Any) -> None:
+        self.http = app.test_client()
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        with self.lock:
+            self.calls.append((method, path))
+            resp = self.http.open(path, method=method, json=body)
+            return Response(resp.status_code, resp.get_json(silent=True))
+
+
+class Server:
+    """The aggregator app with helpers to create campaigns and read estimates."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.app = create_app(
+            {"DATA_DIR": str(data_dir), "ADMIN_TOKEN": ADMIN["Authorization"][7:],
+             "ANALYST_TOKEN": ANALYST["Authorization"][7:]}
+        )
+        self.transport = AppTransport(self.app)
+
+    def campaign(self, cid: str, categories: list[str], epsilon: float = 1.0, **extra: Any) -> dict[str, Any]:
+        body = {"id": cid, "question": f"question of {cid}?", "categories": categories, "epsilon": epsilon}
+        resp = self.transport.http.post("/api/v1/campaigns", json={**body, **extra}, headers=ADMIN)
+        assert resp.status_code == 201, resp.get_json()
+        config: dict[str, Any] = resp.get_json()
+        return config
+
+    def close(self, cid: str) -> None:
+        assert self.transport.http.post(f"/api/v1/campaigns/{cid}/close", headers=ADMIN).status_code == 200
+
+    def n_reports(self, cid: str) -> int:
+        resp = self.transport.http.get(f"/api/v1/campaigns/{cid}/estimate", headers=ANALYST)
+        assert resp.status_code == 200, resp.get_json()
+        return int(resp.get_json()["n"])
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Server:
+    return Server(tmp_path / "aggregator")
+
+
+@pytest.fixture
+def make_client(server: Server, tmp_path: Path) -> Iterator[Callable[..., Client]]:
+    made: list[Client] = []
+
+    def make(**kwargs: Any) -> Client:
+        kwargs.setdefault("transport", server.transport)
+        kwargs.setdefault("retry", RetryPolicy(attempts=3, base=0.0, sleep=lambda s: None))
+        state_dir = kwargs.pop("state_dir", tmp_path / "device")
+        client = Client("http://127.0.0.1:9", state_dir, **kwargs)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+# ---------------------------------------------------------------------------------------------- surface
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(deniable.client.__all__) == sorted(
+        [
+            "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeniableError", "FleetResult",
+            "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
+            "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
+            "default_state_dir", "simulate_fleet",
+        ]
+    )
+    for name in deniable.client.__all__:
+        assert hasattr(deniable.client, name)
+
+
+def test_client_imports_neither_numpy_nor_flask() -> None:
+    code = (
+        "import sys, deniable.client, deniable.client.cli\n"
+        "bad = [m for m in ('numpy', 'flask', 'requests', 'deniable.aggregator') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lifetime_budget": 0}, "'lifetime_budget' must be a finite number in (0, 1000], got 0"),
+        ({"max_epsilon_per_campaign": float("nan")}, "'max_epsilon_per_campaign' must be a finite number"),
+        ({"timeout": -1}, "'timeout' must be a number of seconds in (0, 600], got -1"),
+        ({"batch_size": 501}, "'batch_size' must be an integer in [1, 500], got 501"),
+    ],
+)
+def test_constructor_rejects_bad_parameters(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidParameter) as info:
+        Client("http://127.0.0.1:9", None, **kwargs)
+    assert message in str(info.value)
+
+
+def test_aggregator_url_must_be_http() -> None:
+    with pytest.raises(InvalidParameter, match="http:// or https://"):
+        Client("ftp://example.org")
+
+
+# ---------------------------------------------------------------------------------------------- answering
+
+
+def test_submit_then_flush_delivers_one_report(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("smoking", ["yes", "no"])
+    client = make_client()
+    receipt = client.submit("smoking", "yes")
+    assert (receipt.epsilon_spent, receipt.memoized, receipt.queued) == (1.0, False, True)
+    assert client.pending() == 1
+    result = client.deliver()
+    assert (result.delivered, result.accepted, result.duplicate, result.pending) == (1, 1, 0, 0)
+    assert server.n_reports("smoking") == 1
+
+
+def test_second_submit_resends_the_identical_report_and_spends_nothing(
+    server: Server, make_client: Callable[..., Client], tmp_path: Path
+) -> None:
+    server.campaign("memo", ["a", "b", "c"])
+    client = make_client()
+    first = client.submit("memo", "a")
+    assert client.flush() == 1
+    envelope_sent = client._state.reports("memo")[0].envelope
+    again = client.submit("memo", "b")  # even another value: the first answer is final
+    assert again.report_id == first.report_id
+    assert (again.epsilon_spent, again.memoized) == (0.0, True)
+    assert client._state.next_batch("memo", 10)[0].envelope == envelope_sent  # byte-identical envelope
+    result = client.deliver()
+    assert (result.delivered, result.accepted, result.duplicate) == (1, 0, 1)
+    assert server.n_reports("memo") == 1
+    assert client.ledger().spent == 1.0
+    # A new Client on the same state dir remembers the answer.
+    client.close()
+    reopened = make_client()
+    assert reopened.submit("memo", "c").report_id == first.report_id
+    assert reopened.ledger().spent_on("memo") == 1.0
+
+
+def test_ledger_lists_spends_and_what_is_left(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("l-one", ["x", "y"], epsilon=0.5)
+    server.campaign("l-two", ["x", "y", "z"], epsilon=2.0)
+    client = make_client()
+    assert client.ledger().spent == 0.0
+    client.submit("l-one", "x")
+    client.submit("l-two", "z")
+    ledger = client.ledger()
+    assert (ledger.spent, ledger.remaining, ledger.lifetime_budget) == (2.5, 7.5, 10.0)
+    assert {c.campaign_id: c.epsilon for c in ledger.campaigns} == {"l-one": 0.5, "l-two": 2.0}
+    assert json.loads(json.dumps(ledger.to_dict()))["remaining"] == 7.5
+
+
+def test_lifetime_budget_is_never_exceeded(server: Server, make_client: Callable[..., Client]) -> None:
+    for i in range(3):
+        server.campaign(f"life-{i}", ["x", "y"], epsilon=1.0)
+    client = make_client(lifetime_budget=2.5)
+    client.submit("life-0", "x")
+    client.submit("life-1", "y")
+    with pytest.raises(BudgetExceeded) as info:
+        client.submit("life-2", "x")
+    err = info.value
+    assert (err.spent, err.remaining, err.requested) == (2.0, 0.5, 1.0)
+    assert "spent ε=2 of its lifetime budget ε=2.5 (ε=0.5 left)" in str(err)
+    assert "asks for ε=1" in str(err)
+    assert client.pending() == 2 and client.ledger().spent == 2.0
+
+
+def test_ledger_sums_exact_epsilons(server: Server, make_client: Callable[..., Client]) -> None:
+    """Ten spends of the float 0.1 exceed 1.0 by 5.5e-17: the exact ledger refuses the tenth."""
+    for i in range(10):
+        server.campaign(f"tenth-{i}", ["x", "y"], epsilon=0.1)
+    client = make_client(lifetime_budget=1.0)
+    for i in range(9):
+        client.submit(f"tenth-{i}", "x")
+    with pytest.raises(BudgetExceeded, match=r"asks for ε=0\.10000000000000001"):
+        client.submit("tenth-9", "x")
+
+
+def test_campaign_above_the_device_cap_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("greedy", ["x", "y"], epsilon=5.0)
+    with pytest.raises(BudgetExceeded, match="at most ε=4 per campaign") as info:
+        make_client().submit("greedy", "x")
+    assert (info.value.spent, info.value.remaining, info.value.requested) == (0.0, 4.0, 5.0)
+    generous = make_client(state_dir=None, max_epsilon_per_campaign=5.0)
+    assert generous.submit("greedy", "x").epsilon_spent == 5.0
+
+
+def test_unknown_value_is_refused_before_anything_is_spent(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    server.campaign("labels", ["red", "green"])
+    client = make_client()
+    with pytest.raises(InvalidParameter, match="value 'blue' is not a category of campaign 'labels'"):
+        client.submit("labels", "blue")
+    assert client.pending() == 0 and client.ledger().spent == 0.0
+
+
+def test_groups_are_checked_before_anything_is_spent(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("grouped", ["x", "y"], group_fields=["country"])
+    client = make_client()
+    with pytest.raises(InvalidParameter, match="missing 'country'"):
+        client.submit("grouped", "x")
+    assert client.pending() == 0 and client.ledger().spent == 0.0
+    client.submit("grouped", "x", {"country": "NL"})
+    assert client.flush() == 1
+
+
+def test_bad_campaign_ids(server: Server, make_client: Callable[..., Client]) -> None:
+    client = make_client()
+    with pytest.raises(InvalidParameter, match="'campaign_id' must be a slug"):
+        client.submit("Not A Slug", "x")
+    with pytest.raises(UnknownCampaign, match="no campaign 'nope'"):
+        client.submit("nope", "x")
+
+
+# ---------------------------------------------------------------------------------------------- pinning
+
+
+class Tamper:
+    """Passes requests through, rewriting the config answers with ``edit``."""
+
+    def __init__(self, inner: AppTransport, edit: Callable[[dict[str, Any]], None]) -> None:
+        self.inner, self.edit = inner, edit
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        resp = self.inner.request(method, path, body)
+        if method == "GET" and isinstance(resp.body, dict):
+            config = dict(resp.body)
+            self.edit(config)
+            return Response(resp.status, config)
+        return resp
+
+
+@pytest.mark.parametrize(
+    ("edit", "what"),
+    [
+        (lambda c: c.update(epsilon=3.0), "epsilon 1.0 -> 3.0"),
+        (lambda c: c.update(categories=["no", "yes"]), "categories changed"),
+        (lambda c: c.update(mechanism="grr"), "mechanism \"binary-rr\" -> \"grr\""),
+        (lambda c: c.update(public_key="mnhMK2NhfzQ8JmiaUGmcXzDEDtgsNT4HhjtXPdF6wEM"), "public_key"),
+    ],
+)
+def test_a_changed_config_is_refused_after_pinning(
+    server: Server, make_client: Callable[..., Client], edit: Callable[[dict[str, Any]], None], what: str
+) -> None:
+    server.campaign("pinned", ["yes", "no"])
+    make_client().submit("pinned", "yes")
+    tampered = make_client(transport=Tamper(server.transport, edit))
+    with pytest.raises(InvalidConfig, match="changed since this device pinned it") as info:
+        tampered.submit("pinned", "yes")
+    assert what in str(info.value)
+    assert tampered.ledger().spent == 1.0 and tampered.pending() == 1
+
+
+def test_closing_a_campaign_is_not_a_change(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("closing", ["yes", "no"])
+    client = make_client()
+    client.submit("closing", "yes")
+    server.close("closing")
+    with pytest.raises(CampaignClosed, match="'closing' is closed"):
+        client.submit("closing", "yes")
+
+
+def test_a_config_for_another_campaign_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("asked", ["yes", "no"])
+    swapped = make_client(transport=Tamper(server.transport, lambda c: c.update(id="other")))
+    with pytest.raises(InvalidConfig, match=r"asked for the config of campaign 'asked'.*one for 'other'"):
+        swapped.submit("asked", "yes")
+    assert swapped.ledger().spent == 0.0
+
+
+def test_an_invalid_config_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("invalid", ["yes", "no"])
+    bad = make_client(transport=Tamper(server.transport, lambda c: c.update(epsilon=0)))
+    with pytest.raises(InvalidConfig, match="'epsilon' must be a finite number"):
+        bad.submit("invalid", "yes")
+
+
+def test_central_campaigns_need_an_explicit_opt_in(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("curated", ["yes", "no"], epsilon=0.5, trust_model="central", budget=2.0)
+    with pytest.raises(InvalidConfig, match=r"central trust model.*allow_central=True"):
+        make_client().submit("curated", "yes")
+    trusting = make_client(state_dir=None, allow_central=True)
+    receipt = trusting.submit("curated", "yes")
+    assert (receipt.trust_model, receipt.epsilon_spent) == ("central", 2.0)  # charged the total budget
+    assert trusting.flush() == 1
+    with pytest.raises(InvalidParameter, match="recurring=True applies to local campaigns only"):
+        trusting.submit("curated", "yes", recurring=True)
+
+
+# ---------------------------------------------------------------------------------------------- recurring
+
+
+def test_recurring_spends_once_per_distinct_value(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("mood", ["calm", "busy", "tired"], epsilon=1.5)
+    client = make_client()
+    calm = client.submit("mood", "calm", recurring=True)
+    assert calm.epsilon_spent == 1.5 and calm.recurring
+    assert client.submit("mood", "calm", recurring=True).report_id == calm.report_id
+    busy = client.submit("mood", "busy", recurring=True)
+    assert busy.report_id != calm.report_id and busy.epsilon_spent == 1.5
+    back = client.submit("mood", "calm", recurring=True)
+    assert (back.report_id, back.epsilon_spent, back.memoized) == (calm.report_id, 0.0, True)
+    assert client.ledger().spent_on("mood") == 3.0
+    with pytest.raises(BudgetExceeded, match="has spent ε=3 on it"):  # a third value would pass the cap 4
+        client.submit("mood", "tired", recurring=True)
+    with pytest.raises(InvalidParameter, match="answered as recurring"):
+        client.submit("mood", "calm")
+    result = client.deliver()
+    # The aggregator counts one report per device and campaign: the second value is a duplicate there.
+    assert (result.accepted, result.duplicate) == (1, 1)
+
+
+def test_recurring_report_is_the_same_after_a_restart(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("stable", ["a", "b"])
+    client = make_client()
+    first = client.submit("stable", "a", recurring=True)
+    sent = client._state.report(first.report_id)
+    client.close()
+    reopened = make_client()
+    again = reopened.submit("stable", "a", recurring=True)
+    assert again.report_id == first.report_id and again.memoized
+    assert reopened._state.report(first.report_id) == sent
+
+
+# ---------------------------------------------------------------------------------------------- outbox
+
+
+class Flaky:
+    """Fails POSTs ``failures`` times (raising TransportError, or answering ``status``), then passes."""
+
+    def __init__(self, inner: AppTransport, failures: int, status: int | None = None) -> None:
+        self.inner, self.failures, self.status = inner, failures, status
+        self.posts = 0
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        if method == "POST":
+            self.posts += 1
+            if self.failures > 0:
+                self.failures -= 1
+                if self.status is None:
+                    raise TransportError("connection refused (simulated)")
+                return Response(self.status, {"error": {"code": "unavailable", "message": "busy"}})
+        return self.inner.request(method, path, body)
+
+
+def test_outage_keeps_reports_queued_until_the_aggregator_is_back(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    server.campaign("outage", ["x", "y"])
+    delays: list[float] = []
+    down = Flaky(server.transport, failures=10**6)
+    client = make_client(transport=down, retry=RetryPolicy(attempts=4, base=0.5, cap=1.5, sleep=delays.append))
+    client.submit("outage", "x")
+    result = client.deliver()
+    assert (result.delivered, result.pending) == (0, 1)
+    assert result.error is not None and "connection refused" in result.error
+    assert down.posts == 4 and len(delays) == 3
+    for attempt, delay in enumerate(delays):  # min(cap, base·2^i) scaled by a jitter in [1/2, 1]
+        bound = min(1.5, 0.5 * 2**attempt)
+        assert bound / 2 <= delay <= bound
+    down.failures = 0
+    assert client.flush() == 1 and client.pending() == 0
+    assert server.n_reports("outage") == 1
+
+
+def test_offline_submit_uses_the_config_validated_earlier(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    server.campaign("offline", ["a", "b"])
+    switch = {"down": False}
+
+    class Switch:
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            if switch["down"]:
+                raise TransportError("network unreachable (simulated)")
+            return server.transport.request(method, path, body)
+
+    client = make_client(transport=Switch())
+    client.submit("offline", "a", recurring=True)
+    switch["down"] = True
+    client.submit("offline", "b", recurring=True)  # answered offline under the config validated before
+    assert client.pending() == 2
+    with pytest.raises(TransportError):
+        make_client(state_dir=None, transport=Switch()).submit("offline", "a")  # never validated: refused
+    switch["down"] = False
+    assert client.flush() == 2
+
+
+def test_5xx_is_retried_with_backoff(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("busy", ["x", "y"])
+    flaky = Flaky(server.transport, failures=2, status=503)
+    client = make_client(transport=flaky)
+    client.submit("busy", "y")
+    result = client.deliver()
+    assert (result.delivered, flaky.posts, result.error) == (1, 3, None)
+
+
+def test_4xx_is_surfaced_and_not_retried(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("shut", ["x", "y"])
+    counting = Flaky(server.transport, failures=0)
+    client = make_client(transport=counting)
+    receipt = client.submit("shut", "x")
+    server.close("shut")
+    result = client.deliver()
+    assert (result.delivered, result.rejected, result.pending) == (0, 1, 0)
+    [rejection] = client.rejections()
+    assert (rejection.report_id, rejection.code) == (receipt.report_id, "campaign_closed")
+    assert "closed" in rejection.reason
+    assert client.flush() == 0 and counting.posts == 1  # not retried
+
+
+def test_a_rejected_report_is_recorded_with_its_reason(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    server.campaign("garbled", ["x", "y"])
+
+    class Garble:
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            if method == "POST":
+                body = {"reports": [{**e, "ct": e["ct"][:-4] + "AAAA"} for e in body["reports"]]}
+            return server.transport.request(method, path, body)
+
+    client = make_client(transport=Garble())
+    client.submit("garbled", "x")
+    result = client.deliver()
+    assert (result.delivered, result.rejected) == (0, 1)
+    assert "does not decrypt" in client.rejections()[0].reason
+    assert client.submit("garbled", "x").queued is False  # a memoized rejected report is not re-queued
+
+
+class Crash(BaseException):
+    """The process dies (e.g. killed) after the aggregator stored the batch, before the answer arrived."""
+
+
+def test_crash_mid_flush_loses_nothing_and_counts_once(
+    server: Server, make_client: Callable[..., Client], tmp_path: Path
+) -> None:
+    server.campaign("crash", ["a", "b", "c"])
+
+    class DiesAfterDelivery:
+        def __init__(self) -> None:
+            self.batches = 0
+
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            resp = server.transport.request(method, path, body)
+            if method == "POST":
+                self.batches += 1
+                if self.batches == 2:
+                    raise Crash
+            return resp
+
+    crashing = make_client(state_dir=tmp_path / "multi", transport=DiesAfterDelivery(), batch_size=2)
+    for cid in ("crash-b", "crash-c"):
+        server.campaign(cid, ["a", "b"])
+    crashing.submit("crash", "a")
+    crashing.submit("crash-b", "a")
+    crashing.submit("crash-c", "b")
+    with pytest.raises(Crash):
+        crashing.flush()  # batch 1 (crash) delivered and answered; batch 2 (crash-b) stored, then crash
+    crashing.close()
+    survivor = make_client(state_dir=tmp_path / "multi")
+    assert survivor.pending() == 2
+    result = survivor.deliver()
+    assert (result.delivered, result.accepted, result.duplicate, result.pending) == (2, 1, 1, 0)
+    assert [server.n_reports(c) for c in ("crash", "crash-b", "crash-c")] == [1, 1, 1]
+
+
+def test_nothing_raw_reaches_the_disk(server: Server, make_client: Callable[..., Client], tmp_path: Path) -> None:
+    labels = [f"zanzibar-{i:02d}-quokka" for i in range(12)]
+    state_dir = tmp_path / "scan"
+    client = make_client(state_dir=state_dir, lifetime_budget=100.0)
+    for i in range(12):
+        cid = f"scan-{i}"
+        server.campaign(cid, labels[:6] if i % 2 else labels[6:], epsilon=0.5, mechanism="grr")
+        choices = labels[:6] if i % 2 else labels[6:]
+        client.submit(cid, choices[i % 6], recurring=i % 3 == 0)
+        if i % 3 == 0:
+            client.submit(cid, choices[(i + 1) % 6], recurring=True)
+        client.submit(cid, choices[i % 6], recurring=i % 3 == 0)
+    client.flush()
+    client.submit("scan-1", labels[1])  # memoized re-queue after a flush
+    blobs = b"".join(p.read_bytes() for p in state_dir.rglob("*") if p.is_file())
+    client.close()
+    blobs += b"".join(p.read_bytes() for p in state_dir.rglob("*") if p.is_file())
+    assert len(blobs) > 10_000
+    for label in labels:
+        for encoding in ("utf-8", "utf-16-le", "utf-16-be"):
+            assert label.encode(encoding) not in blobs
+    assert b"zanzibar" not in blobs and b"quokka" not in blobs
+
+
+def test_state_dir_and_secret_are_private(make_client: Callable[..., Client], tmp_path: Path) -> None:
+    state_dir = tmp_path / "private" / "state"
+    client = make_client(state_dir=state_dir)
+    assert stat.S_IMODE(os.stat(state_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state_dir / SECRET_FILE).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(state_dir / DB_FILE).st_mode) == 0o600
+    secret = (state_dir / SECRET_FILE).read_bytes()
+    assert len(secret) == 32
+    client.close()
+    assert make_client(state_dir=state_dir)._state.secret == secret  # created once, then reused
+
+
+def test_a_damaged_secret_is_reported(tmp_path: Path) -> None:
+    state_dir = tmp_path / "damaged"
+    state_dir.mkdir()
+    (state_dir / SECRET_FILE).write_bytes(b"short")
+    with pytest.raises(OSError, match="holds 5 bytes, expected 32"):
+        Client("http://127.0.0.1:9", state_dir)
+
+
+# ---------------------------------------------------------------------------------------------- threads
+
+
+def test_concurrent_submits_never_overspend(server: Server, make_client: Callable[..., Client]) -> None:
+    for i in range(12):
+        server.campaign(f"race-{i}", ["x", "y"], epsilon=1.0)
+    client = make_client(lifetime_budget=5.0)
+    outcomes: list[str] = []
+
+    def answer(i: int) -> None:
+        try:
+            client.submit(f"race-{i % 12}", "x")
+            outcomes.append("ok")
+        except BudgetExceeded:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert client.ledger().spent == 5.0
+    assert len(client.ledger().campaigns) == 5
+    assert outcomes.count("refused") == 24 - outcomes.count("ok")
+    assert client.flush() == 5
+
+
+def test_two_processes_sharing_a_state_dir_never_overspend(server: Server, tmp_path: Path) -> None:
+    """Two Client objects on one state dir (as an app and the CLI would be): one SQLite transaction each."""
+    for i in range(6):
+        server.campaign(f"two-{i}", ["x", "y"], epsilon=1.0)
+    state_dir = tmp_path / "shared"
+    a = Client("http://127.0.0.1:9", state_dir, lifetime_budget=3.0, transport=server.transport)
+    b = Client("http://127.0.0.1:9", state_dir, lifetime_budget=3.0, transport=server.transport)
+    refused = 0
+    for i in range(6):
+        try:
+            (a if i % 2 else b).submit(f"two-{i}", "y")
+        except BudgetExceeded:
+            refused += 1
+    assert refused == 3 and a.ledger().spent == 3.0 == b.ledger().spent
+    a.close()
+    b.close()
