@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             # A missing optional dependency (the aggregator extra on a device) hides those commands;
             # a missing deniable module is a bug and must surface.
-            if exc.name and exc.name.split(".")[0] == "deniable":
+            if exc.name != name and exc.name and exc.name.split(".")[0] == "deniable":
                 raise
             continue
         module.register(sub)
