@@ -1,0 +1,263 @@
+"""Central releases: exact noise laws, the accountant's arithmetic and refusals, caching, composition."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import chi2, laplace
+
+from deniable.aggregator import central
+from deniable.aggregator.store import ReportRow, Store
+from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter
+
+#: False-failure rate of each statistical test (secrets-based: no seed, so the rate must be tiny).
+FALSE_FAILURE = 1e-6
+DRAWS = 20_000
+
+
+def _chi_square_p_ok(observed: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    stat = float(((observed - expected) ** 2 / expected).sum())
+    return stat, float(chi2.ppf(1 - FALSE_FAILURE, observed.size - 1))
+
+
+@pytest.mark.parametrize(("epsilon", "adjacency"), [(1.0, "add-remove"), (0.5, "replace")])
+def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str) -> None:
+    """χ² of DRAWS secrets-driven draws against P(z) = (1−a)/(1+a)·a^|z|, a = e^(−ε/Δ)."""
+    delta = central.sensitivity(adjacency)
+    scale = central.noise_scale(epsilon, delta)
+    assert scale == Fraction(delta) / Fraction(epsilon)
+    draws = np.array([central.sample_noise("discrete-laplace", scale) for _ in range(DRAWS)], dtype=float)
+    assert np.all(draws == np.round(draws))
+    a = math.exp(-epsilon / delta)
+    edge = 1
+    while DRAWS * a**edge / (1 + a) > 5:  # bins -edge..edge, tails beyond; each expects >= ~5
+        edge += 1
+    edge -= 1
+    pmf = {z: (1 - a) / (1 + a) * a ** abs(z) for z in range(-edge, edge + 1)}
+    tail = a ** (edge + 1) / (1 + a)  # P(Z > edge) = P(Z < −edge)
+    observed = np.array(
+        [np.sum(draws < -edge)] + [np.sum(draws == z) for z in pmf] + [np.sum(draws > edge)], dtype=float
+    )
+    expected = DRAWS * np.array([tail, *pmf.values(), tail])
+    assert expected.sum() == pytest.approx(DRAWS)
+    stat, critical = _chi_square_p_ok(observed, expected)
+    assert stat < critical, (stat, critical)
+    # The stderr the release ships is this law's exact sd: √(2a)/(1−a).
+    sd = math.sqrt(central.noise_variance("discrete-laplace", scale))
+    assert sd == pytest.approx(math.sqrt(2 * a) / (1 - a), rel=1e-12)
+
+
+def test_lattice_laplace_noise_follows_the_laplace_law_on_its_grid() -> None:
+    epsilon = 0.8
+    scale = central.noise_scale(epsilon, 1)
+    draws = [central.sample_noise("laplace", scale) for _ in range(DRAWS)]
+    assert all((z * 2**central.LATTICE_BITS).denominator == 1 for z in draws)
+    values = np.array([float(z) for z in draws])
+    b = 1 / epsilon
+    edges = np.array([-np.inf, *laplace.ppf(np.linspace(0.05, 0.95, 19), scale=b), np.inf])
+    observed = np.histogram(values, bins=edges)[0].astype(float)
+    expected = DRAWS * np.diff(laplace.cdf(edges, scale=b))
+    stat, critical = _chi_square_p_ok(observed, expected)
+    assert stat < critical, (stat, critical)
+    sd = math.sqrt(central.noise_variance("laplace", scale))
+    assert sd == pytest.approx(math.sqrt(2) * b, rel=1e-12)  # √2·b to 12 digits (lattice 2^-20)
+
+
+def test_noise_names_and_adjacencies_are_validated() -> None:
+    with pytest.raises(InvalidParameter, match="'noise' must be one of discrete-laplace, laplace"):
+        central.sample_noise("gaussian", Fraction(1))
+    with pytest.raises(InvalidConfig, match="'adjacency' must be one of add-remove, replace"):
+        central.sensitivity("swap")
+    with pytest.raises(InvalidParameter, match="'epsilon' must be a finite number > 0, got 0"):
+        central.noise_scale(0, 1)
+    assert central.sensitivity("add-remove") == 1
+    assert central.sensitivity("replace") == 2
+
+
+# -- the accountant --------------------------------------------------------------------------------
+
+decimals = st.integers(min_value=1, max_value=300).map(lambda c: float(Decimal(c) / 100))
+
+
+@settings(max_examples=200, deadline=None)
+@given(budget=decimals, requests=st.lists(decimals, min_size=1, max_size=20))
+def test_sequential_composition_spends_exactly_and_refuses_past_the_budget(
+    budget: float, requests: list[float]
+) -> None:
+    spent = 0.0
+    exact_spent = Decimal(0)
+    for eps in requests:
+        if exact_spent + Decimal(repr(eps)) <= Decimal(repr(budget)):
+            spent = central.charge(spent, budget, eps)
+            exact_spent += Decimal(repr(eps))
+            assert Decimal(repr(spent)) == exact_spent
+        else:
+            with pytest.raises(BudgetExceeded) as info:
+                central.charge(spent, budget, eps, campaign_id="c")
+            err = info.value
+            assert (err.spent, err.requested) == (spent, eps)
+            assert Decimal(repr(err.spent)) + Decimal(repr(err.remaining)) == Decimal(repr(budget))
+            assert err.remaining < eps
+            message = str(err)
+            assert f"spent epsilon {spent}" in message and f"needs {eps}" in message
+            assert f"({err.remaining} left)" in message
+        assert central.remaining(spent, budget) >= 0
+
+
+def test_ten_releases_at_a_tenth_spend_exactly_one() -> None:
+    spent = 0.0
+    for _ in range(10):
+        spent = central.charge(spent, 1.0, 0.1)
+    assert spent == 1.0
+    assert central.remaining(spent, 1.0) == 0.0
+    with pytest.raises(BudgetExceeded, match=r"spent epsilon 1.0 of its budget 1.0 \(0.0 left\)"):
+        central.charge(spent, 1.0, 0.1)
+
+
+# -- releases over a store -------------------------------------------------------------------------
+
+K = 3
+
+
+def _store(tmp_path: Path, *, budget: float = 1.0, adjacency: str = "add-remove", n: int = 120) -> Store:
+    store = Store(tmp_path / "deniable.sqlite3")
+    with store.transaction() as conn:
+        store.insert_campaign(conn, "c", {"id": "c"}, trust_model="central", budget=budget, adjacency=adjacency)
+    _add(store, 0, n)
+    return store
+
+
+def _add(store: Store, start: int, n: int) -> None:
+    rows = [
+        ReportRow(f"r{i}", f"p{i}", {"region": "north" if i % 3 else "south"}, json.dumps(i % K), (i % K,))
+        for i in range(start, start + n)
+    ]
+    store.ingest("c", rows, k=K, group_fields=["region"])
+
+
+def _release(store: Store, **kwargs: object) -> dict:
+    params = {"epsilon": 0.25, "k": K, "categories": ["a", "b", "c"], **kwargs}
+    with store.transaction() as conn:
+        return central.release(conn, "c", **params)  # type: ignore[arg-type]
+
+
+def _spent(store: Store) -> float:
+    return store.get_campaign("c").epsilon_spent
+
+
+def test_a_release_spends_its_epsilon_and_has_the_local_shape(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    body = _release(store)
+    assert body["trust_model"] == "central" and body["noise"] == "discrete-laplace"
+    assert (body["epsilon"], body["epsilon_spent"], body["epsilon_remaining"], body["budget"]) == (
+        0.25,
+        0.25,
+        0.75,
+        1.0,
+    )
+    assert body["scale"] == 4.0 and body["sensitivity"] == 1 and body["cached"] is False
+    a = math.exp(-0.25)
+    for row, truth in zip(body["categories"], (40, 40, 40), strict=True):
+        assert set(row) >= {"category", "count", "stderr", "ci", "proportion", "proportion_ci"}
+        assert row["count"] == round(row["count"])  # integer noise on integer counts
+        assert row["stderr"] == pytest.approx(math.sqrt(2 * a) / (1 - a))
+        half = 1.959963984540054 * row["stderr"]
+        assert row["ci"] == pytest.approx([row["count"] - half, row["count"] + half])
+        assert abs(row["count"] - truth) < 200  # |noise| > 200 has probability ~1e-22 at b = 4
+    assert _spent(store) == 0.25
+    # Under add/remove n is itself private: the body reports the sum of the noisy bins.
+    assert body["n"] == max(0, round(sum(r["count"] for r in body["categories"])))
+    assert body["n_public"] is False
+
+
+def test_the_same_release_is_served_again_for_free(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    first = _release(store)
+    again = _release(store, level=0.9)  # the CI level is post-processing: same release
+    assert again["cached"] is True and again["release_key"] == first["release_key"]
+    assert [r["count"] for r in again["categories"]] == [r["count"] for r in first["categories"]]
+    assert again["level"] == 0.9 and again["categories"][0]["ci"] != first["categories"][0]["ci"]
+    assert again["epsilon_spent"] == 0.25 == _spent(store)
+    other = _release(store, noise="laplace")  # another release of the same data: spends
+    assert other["cached"] is False and other["epsilon_spent"] == 0.5
+    _add(store, 120, 3)  # new data: a new snapshot, a new release
+    fresh = _release(store)
+    assert fresh["cached"] is False and fresh["epsilon_spent"] == 0.75
+
+
+def test_a_grouped_release_spends_once_for_all_its_disjoint_groups(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    body = _release(store, group_by="region", group_values=["north", "south", "west"])
+    assert set(body["groups"]) == {"north", "south", "west"}  # declared values, even empty ones
+    assert body["epsilon_spent"] == 0.25  # parallel composition: max, not sum, over groups
+    assert body["groups"]["west"]["categories"][0]["count"] == pytest.approx(0, abs=200)
+    assert _release(store, group_by="region", group_values=["north", "south", "west"])["cached"]
+    assert _spent(store) == 0.25
+
+
+def test_replace_adjacency_doubles_the_scale_and_keeps_n_public(tmp_path: Path) -> None:
+    store = _store(tmp_path, adjacency="replace")
+    body = _release(store)
+    assert body["sensitivity"] == 2 and body["scale"] == 8.0
+    assert body["n"] == 120 and body["n_public"] is True
+    grouped = _release(store, group_by="region")
+    assert grouped["n_public"] is False  # a replaced person may change group: group sizes are private
+
+
+def test_a_release_past_the_budget_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path, budget=0.5)
+    _release(store)
+    _release(store, noise="laplace")
+    with pytest.raises(BudgetExceeded) as info:
+        _release(store, group_by="region")
+    assert (info.value.spent, info.value.remaining, info.value.requested) == (0.5, 0.0, 0.25)
+    assert "campaign 'c' has spent epsilon 0.5 of its budget 0.5 (0.0 left)" in str(info.value)
+    assert _spent(store) == 0.5
+    rows = store.connection().execute("SELECT COUNT(*) FROM central_releases").fetchone()[0]
+    assert rows == 2
+    assert _release(store)["cached"] is True  # what was released stays available
+
+
+def test_release_needs_the_callers_transaction(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(RuntimeError, match=r"inside Store\.transaction"):
+        central.release(store.connection(), "c", epsilon=0.25, k=K)
+
+
+def test_concurrent_requests_spend_atomically(tmp_path: Path) -> None:
+    """Eight threads (own connections) ask for four distinct releases, twice each, on a budget of two."""
+    store = _store(tmp_path, budget=0.5)
+    variants = [{"noise": n, "group_by": g} for n in central.NOISES for g in (None, "region")] * 2
+    results: list[object] = [None] * len(variants)
+
+    def worker(i: int) -> None:
+        try:
+            results[i] = _release(store, **variants[i])
+        except BudgetExceeded as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(variants))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    granted = [r for r in results if isinstance(r, dict)]
+    keys = {r["release_key"] for r in granted}
+    assert len(keys) == 2  # exactly two distinct releases fit in the budget
+    assert all(isinstance(r, dict | BudgetExceeded) for r in results)
+    assert _spent(store) == 0.5
+    by_key: dict[str, list[float]] = {}
+    for body in granted:  # every answer for one release shows the same noisy counts
+        counts = [row["count"] for row in body["categories"]] if "categories" in body else json.dumps(body["groups"])
+        by_key.setdefault(body["release_key"], []).append(counts)  # type: ignore[arg-type]
+    for answers in by_key.values():
+        assert all(answer == answers[0] for answer in answers)
