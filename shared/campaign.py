@@ -213,7 +213,7 @@ class CampaignConfig:
             epsilon=eps,
             mechanism=str(mechanism),
             params=params,
-            group_fields=tuple(group_fields),
+            group_fields=_check_group_fields(group_fields),
             public_key=key,
             trust_model=trust_model,  # type: ignore[arg-type]  # validated in __post_init__
             budget=budget,

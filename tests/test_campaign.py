@@ -449,3 +449,49 @@ def test_build_mechanism_matches_the_config(cls: type, name: str) -> None:
     m = c.build_mechanism()
     assert isinstance(m, cls) and m.epsilon == c.epsilon and m.k == c.k
     assert c.build_mechanism() is m
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"group_fields": "country"}, "'group_fields' must be a list"),
+        ({"categories": "ab"}, "'categories' must be a list"),
+        ({"categories": {"a": 1, "b": 2}}, "'categories' must be a list"),
+        ({"mechanism": ["grr"]}, "'mechanism' must be one of"),
+        ({"trust_model": None}, "'trust_model' must be one of"),
+        ({"trust_model": "central", "mechanism": "grr", "budget": 2}, "'mechanism' must be 'none'"),
+    ],
+)
+def test_create_validates_untrusted_request_values(changes: dict[str, Any], match: str) -> None:
+    """``create`` is called with fields straight from an HTTP body: wrong types are InvalidConfig too."""
+    with pytest.raises(InvalidConfig, match=match):
+        config(**changes)
+
+
+CREATE_FIELDS = [
+    "id",
+    "question",
+    "categories",
+    "epsilon",
+    "public_key",
+    "mechanism",
+    "group_fields",
+    "trust_model",
+    "budget",
+    "adjacency",
+]
+
+
+@settings(max_examples=200)
+@given(field=st.sampled_from(CREATE_FIELDS), value=any_json)
+def test_create_with_any_json_field_raises_only_invalid_config(field: str, value: object) -> None:
+    base: dict[str, Any] = (
+        {"trust_model": "central", "mechanism": None, "budget": 2.0}
+        if field in ("budget", "adjacency")
+        else {}
+    )
+    try:
+        c = config(**{**base, field: value})
+    except InvalidConfig:
+        return
+    assert CampaignConfig.from_json(c.to_json()) == c
