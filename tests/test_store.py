@@ -1,0 +1,164 @@
+"""The SQLite store: migrations, durability settings, the ingest transaction and its invariants."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deniable.aggregator.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
+from deniable.aggregator.store import OVERALL, ReportRow, Store, StoredTally
+from deniable.shared.errors import CampaignClosed, UnknownCampaign
+
+K = 4
+
+
+def make_store(path: Path, campaign_id: str = "c1", group_fields: tuple[str, ...] = ("country",)) -> Store:
+    store = Store(path / "db.sqlite3")
+    with store.transaction() as conn:
+        store.insert_campaign(conn, campaign_id, {"id": campaign_id, "group_fields": list(group_fields)})
+    return store
+
+
+def row(i: int, *, value: int = 0, country: str = "NL", pseudonym: str | None = None) -> ReportRow:
+    return ReportRow(
+        report_id=f"{i:032x}",
+        pseudonym=pseudonym or f"{i:064x}",
+        groups={"country": country},
+        report_json=json.dumps(value),
+        support=(value,),
+    )
+
+
+def ingest(store: Store, rows: list[ReportRow], campaign_id: str = "c1") -> list[tuple[str, str | None]]:
+    return store.ingest(campaign_id, rows, k=K, group_fields=("country",))
+
+
+def test_new_database_is_migrated_with_wal_and_full_sync(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite3")
+    conn = store.connection()
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"campaigns", "reports", "tallies", "central_releases"} <= tables
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(campaigns)")}
+    assert {"trust_model", "budget", "adjacency", "epsilon_spent"} <= columns
+
+
+def test_reports_table_holds_no_network_or_ciphertext_data(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite3")
+    columns = {r[1] for r in store.connection().execute("PRAGMA table_info(reports)")}
+    assert columns == {"campaign_id", "report_id", "pseudonym", "groups_json", "report_json", "received_day"}
+
+
+def test_migrate_is_idempotent_and_refuses_a_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    Store(path).close()
+    Store(path).close()  # reopening applies nothing twice
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn) == SCHEMA_VERSION
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(RuntimeError, match="newer than this deniable"):
+        migrate(conn)
+    conn.close()
+
+
+def test_a_failing_migration_leaves_the_database_untouched(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    broken = (("CREATE TABLE a (x INTEGER)", "CREATE TABLE a (x INTEGER)"),)
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(conn, broken)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+    conn.close()
+
+
+def test_ingest_accepts_then_classifies_duplicates(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    assert ingest(store, [row(1, value=2), row(2, value=3, country="DE")]) == [("accepted", None)] * 2
+    outcomes = ingest(store, [row(1, value=2), row(3, pseudonym=f"{1:064x}"), row(4), row(4)])
+    assert [o[0] for o in outcomes] == ["duplicate", "duplicate", "accepted", "duplicate"]
+    assert "report_id is already stored" in (outcomes[0][1] or "")
+    assert "pseudonym" in (outcomes[1][1] or "")
+    tallies = store.all_tallies("c1")
+    assert tallies[OVERALL] == StoredTally(3, [1, 0, 1, 1])
+    assert tallies[("country", "NL")] == StoredTally(2, [1, 0, 1, 0])
+    assert tallies[("country", "DE")] == StoredTally(1, [0, 0, 0, 1])
+    assert store.get_campaign("c1").n_reports == store.count_reports("c1") == 3
+
+
+def test_ingest_refuses_unknown_and_closed_campaigns(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    with pytest.raises(UnknownCampaign):
+        ingest(store, [row(1)], campaign_id="nope")
+    closed = store.close_campaign("c1")
+    assert closed.status == "closed" and closed.closed_at
+    assert store.close_campaign("c1").closed_at == closed.closed_at  # idempotent
+    with pytest.raises(CampaignClosed, match="closed"):
+        ingest(store, [row(1)])
+    assert store.count_reports("c1") == 0
+
+
+def test_a_failed_transaction_stores_nothing(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    bad = ReportRow("0" * 32, "0" * 64, {"country": "NL"}, "0", (K + 5,))  # support out of range
+    with pytest.raises(IndexError):
+        ingest(store, [row(1), bad])
+    assert store.count_reports("c1") == 0
+    assert store.all_tallies("c1") == {}
+    assert ingest(store, [row(1)]) == [("accepted", None)]  # the connection is usable again
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 30), st.integers(0, 30), st.integers(0, K - 1), st.sampled_from("AB")),
+            max_size=12,
+        ),
+        max_size=5,
+    )
+)
+def test_tallies_always_equal_a_recount(tmp_path_factory: pytest.TempPathFactory, batches: list) -> None:
+    store = make_store(tmp_path_factory.mktemp("prop"))
+    for batch in batches:
+        rows = [
+            ReportRow(f"{rid:032x}", f"{dev:064x}", {"country": c}, json.dumps(v), (v,)) for rid, dev, v, c in batch
+        ]
+        ingest(store, rows)
+    expected: dict[tuple[str, str], list[int]] = {}
+    for _, groups, report_json in store.iter_reports("c1"):
+        v = json.loads(report_json)
+        for key in (OVERALL, ("country", groups["country"])):
+            counts = expected.setdefault(key, [0] * (K + 1))
+            counts[v] += 1
+            counts[K] += 1
+    assert store.all_tallies("c1") == {key: StoredTally(c[K], c[:K]) for key, c in expected.items()}
+    assert store.get_campaign("c1").n_reports == store.count_reports("c1")
+
+
+def _ingest_in_child(path: str, start: int) -> None:
+    store = Store(path)
+    for i in range(start, start + 50):
+        store.ingest("c1", [row(i), row(i + 10_000, pseudonym=f"{i:064x}")], k=K, group_fields=("country",))
+
+
+def test_processes_share_the_database_without_losing_or_doubling_reports(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    children = [ctx.Process(target=_ingest_in_child, args=(str(store.path), s)) for s in (0, 25, 50)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+        assert child.exitcode == 0
+    # ids 0..99 arrive, some twice and under two report ids each: each device is counted exactly once
+    assert store.count_reports("c1") == 100
+    assert store.all_tallies("c1")[OVERALL] == StoredTally(100, [100, 0, 0, 0])
