@@ -6,13 +6,17 @@ exactly as a client in another language must (``docs/wire-format.md``).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import (
@@ -40,6 +44,47 @@ ENVELOPES = [
     for i, item in enumerate(case["envelopes"])
 ]
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+
+
+def rfc9180_open(enc_and_ct: bytes, private_key: bytes, info: bytes) -> bytes:
+    """HPKE base-mode single-shot Open, written out from RFC 9180 §4-§6 over bare primitives.
+
+    DHKEM(X25519, HKDF-SHA256) = 0x0020, HKDF-SHA256 = 0x0001, ChaCha20Poly1305 = 0x0003, empty aad. An
+    independent check that an envelope is plain HPKE, as a client in another language would produce it.
+    """
+
+    def extract(salt: bytes, ikm: bytes) -> bytes:
+        return hmac.new(salt or bytes(32), ikm, hashlib.sha256).digest()
+
+    def expand(prk: bytes, info_: bytes, length: int) -> bytes:
+        out, block = b"", b""
+        for counter in range(1, -(-length // 32) + 1):
+            block = hmac.new(prk, block + info_ + bytes([counter]), hashlib.sha256).digest()
+            out += block
+        return out[:length]
+
+    def labeled_extract(suite: bytes, salt: bytes, label: bytes, ikm: bytes) -> bytes:
+        return extract(salt, b"HPKE-v1" + suite + label + ikm)
+
+    def labeled_expand(suite: bytes, prk: bytes, label: bytes, info_: bytes, length: int) -> bytes:
+        return expand(prk, length.to_bytes(2, "big") + b"HPKE-v1" + suite + label + info_, length)
+
+    enc, ct = enc_and_ct[:32], enc_and_ct[32:]
+    sk = X25519PrivateKey.from_private_bytes(private_key)
+    dh = sk.exchange(X25519PublicKey.from_public_bytes(enc))
+    kem_context = enc + public_key_of(private_key)
+    kem_suite = b"KEM\x00\x20"
+    eae_prk = labeled_extract(kem_suite, b"", b"eae_prk", dh)
+    shared_secret = labeled_expand(kem_suite, eae_prk, b"shared_secret", kem_context, 32)
+
+    suite = b"HPKE\x00\x20\x00\x01\x00\x03"
+    psk_id_hash = labeled_extract(suite, b"", b"psk_id_hash", b"")
+    info_hash = labeled_extract(suite, b"", b"info_hash", info)
+    context = b"\x00" + psk_id_hash + info_hash  # mode_base
+    secret = labeled_extract(suite, shared_secret, b"secret", b"")
+    key = labeled_expand(suite, secret, b"key", context, 32)
+    base_nonce = labeled_expand(suite, secret, b"base_nonce", context, 12)
+    return ChaCha20Poly1305(key).decrypt(base_nonce, ct, b"")  # sequence number 0: nonce = base_nonce
 
 
 def test_vector_file_is_for_this_format() -> None:
@@ -70,8 +115,9 @@ def test_envelopes_open_to_the_recorded_payloads(name: str, item: dict[str, Any]
     info = hpke_info(config.id, envelope.version, envelope.report_id, envelope.pseudonym)
     assert info.hex() == item["info_hex"]
 
-    # The plaintext bytes, decrypted with plain RFC 9180 HPKE and the documented info.
+    # The plaintext bytes, decrypted with plain RFC 9180 HPKE (two implementations) and the documented info.
     plain = SUITE.decrypt(envelope.ciphertext, X25519PrivateKey.from_private_bytes(PRIVATE), info=info)
+    assert plain == rfc9180_open(envelope.ciphertext, PRIVATE, info)
     assert plain == item["plaintext"].encode("utf-8") == canonical_json(item["payload"])
 
     payload = open_envelope(envelope, campaign_id=config.id, private_key=PRIVATE)
@@ -120,3 +166,12 @@ def test_olh_hash_examples(item: dict[str, Any]) -> None:
     p = 2**31 - 1
     a, b = 1 + ((seed >> 32) % (p - 1)), (seed & 0xFFFFFFFF) % p
     assert [((a * v + b) % p) % g for v in range(len(item["hashes"]))] == item["hashes"]
+
+
+def test_the_independent_hpke_open_detects_a_wrong_info() -> None:
+    item = VECTORS["campaigns"][0]["envelopes"][0]
+    envelope = Envelope.from_json(item["envelope"])
+    info = bytes.fromhex(item["info_hex"])
+    assert rfc9180_open(envelope.ciphertext, PRIVATE, info) == item["plaintext"].encode()
+    with pytest.raises(InvalidTag):
+        rfc9180_open(envelope.ciphertext, PRIVATE, info[:-1] + bytes([info[-1] ^ 1]))
