@@ -52,8 +52,9 @@ def _cases(tmp_path: Path) -> Iterator[tuple[str, str, str, str]]:
 
 @pytest.fixture(scope="module")
 def campaign(aggregator: RunningServer) -> dict[str, Any]:
-    return aggregator.create_campaign(id=CAMPAIGN, question="Is access enforced?", categories=["no", "yes"],
-                                      epsilon=1.0)
+    return aggregator.create_campaign(
+        id=CAMPAIGN, question="Is access enforced?", categories=["no", "yes"], epsilon=1.0
+    )
 
 
 def test_every_rule_of_the_url_map_is_in_the_one_table(tmp_path: Path) -> None:
