@@ -10,7 +10,15 @@ The fixtures in ``tests/conftest.py`` wrap these: ``aggregator`` (one server per
 ``fresh_aggregator`` (one per test) and ``server_factory`` (start as many as you like).
 """
 
-from support.reports import device_reports, simulate_envelopes, upload
+from support.reports import device_reports, seal_reports, simulate_envelopes, upload
 from support.server import RunningServer, free_port, start_server
 
-__all__ = ["RunningServer", "device_reports", "free_port", "simulate_envelopes", "start_server", "upload"]
+__all__ = [
+    "RunningServer",
+    "device_reports",
+    "free_port",
+    "seal_reports",
+    "simulate_envelopes",
+    "start_server",
+    "upload",
+]

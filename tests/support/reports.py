@@ -16,7 +16,7 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym, seal
 from deniable.shared.mechanisms import OLHReport
 
-__all__ = ["device_reports", "simulate_envelopes", "upload"]
+__all__ = ["device_reports", "seal_reports", "simulate_envelopes", "upload"]
 
 
 def device_reports(mechanism: Any, simulated: Any) -> list[Any]:
@@ -39,16 +39,27 @@ def simulate_envelopes(
 ) -> list[dict[str, Any]]:
     """One sealed envelope (wire JSON) per true value, each from a distinct simulated device.
 
-    Local campaigns randomize with the campaign's mechanism; central campaigns send the value itself.
-    Device secrets and report ids come from ``rng``, so the same seed gives the same devices.
+    Local campaigns randomize with the campaign's mechanism (``simulate`` with ``rng``); central campaigns
+    send the value itself. Device secrets and report ids also come from ``rng``.
     """
-    cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_json(dict(config))
+    cfg = _config(config)
     values = [int(v) for v in values]
     if cfg.trust_model == "central":
-        reports: list[Any] = values
-    else:
-        mechanism = cfg.build_mechanism()
-        reports = device_reports(mechanism, mechanism.simulate(np.asarray(values), rng=rng))
+        return seal_reports(cfg, values, rng=rng, groups=groups)
+    mechanism = cfg.build_mechanism()
+    reports = device_reports(mechanism, mechanism.simulate(np.asarray(values), rng=rng))
+    return seal_reports(cfg, reports, rng=rng, groups=groups)
+
+
+def seal_reports(
+    config: Mapping[str, Any] | CampaignConfig,
+    reports: Sequence[Any],
+    *,
+    rng: np.random.Generator,
+    groups: Sequence[Mapping[str, str]] | None = None,
+) -> list[dict[str, Any]]:
+    """Seal already randomized device reports (central: values), one fresh device each."""
+    cfg = _config(config)
     public_key = cfg.public_key_bytes
     envelopes = []
     for i, report in enumerate(reports):
@@ -61,6 +72,10 @@ def simulate_envelopes(
         )
         envelopes.append(envelope.to_json())
     return envelopes
+
+
+def _config(config: Mapping[str, Any] | CampaignConfig) -> CampaignConfig:
+    return config if isinstance(config, CampaignConfig) else CampaignConfig.from_json(dict(config))
 
 
 def upload(

@@ -1,0 +1,153 @@
+"""Estimates from the real server on simulated data (fixed seeds; tolerances from the reported stderr)."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import numpy as np
+import pytest
+from support.reports import device_reports, seal_reports, simulate_envelopes, upload
+from support.server import RunningServer
+
+from deniable.shared.campaign import CampaignConfig
+
+N = 3000
+TRUE_P = {2: [0.7, 0.3], 5: [0.4, 0.25, 0.2, 0.1, 0.05]}
+
+
+def population(k: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.choice(k, size=N, p=TRUE_P[k])
+
+
+@pytest.mark.parametrize(("mechanism", "k", "epsilon"), [("binary-rr", 2, 1.0), ("grr", 5, 1.0),
+                                                         ("oue", 5, 2.0), ("olh", 5, 2.0)])  # fmt: skip
+def test_estimates_equal_the_mechanism_on_the_same_reports_and_cover_the_truth(
+    aggregator: RunningServer, mechanism: str, k: int, epsilon: float
+) -> None:
+    categories = [f"c{i}" for i in range(k)]
+    created = aggregator.create_campaign(
+        id=f"est-{mechanism}", question="q", categories=categories, epsilon=epsilon, mechanism=mechanism
+    )
+    config = CampaignConfig.from_json(created)
+    values = population(k, seed=11)
+    rng = np.random.default_rng(12)
+    mech = config.build_mechanism()
+    reports = device_reports(mech, mech.simulate(values, rng=rng))
+    assert upload(aggregator, config.id, seal_reports(config, reports, rng=rng))["accepted"] == N
+
+    body = aggregator.estimate(config.id)
+    assert (body["n"], body["epsilon"], body["mechanism"], body["level"]) == (N, epsilon, mechanism, 0.95)
+    local = mech.estimate(reports)  # the same reports, estimated directly: the tallies lose nothing
+    truth = np.bincount(values, minlength=k)
+    z = NormalDist().inv_cdf(0.975)
+    for v, row in enumerate(body["categories"]):
+        assert row["category"] == categories[v]
+        assert row["count"] == pytest.approx(local.counts[v], rel=1e-12, abs=1e-9)
+        assert row["stderr"] == pytest.approx(local.stderr[v], rel=1e-12)
+        assert abs(row["count"] - truth[v]) <= 4 * row["stderr"]
+        assert row["ci"] == pytest.approx([row["count"] - z * row["stderr"], row["count"] + z * row["stderr"]])
+        assert row["proportion"] == pytest.approx(row["count"] / N)
+        assert row["proportion_stderr"] == pytest.approx(row["stderr"] / N)
+        assert row["proportion_ci"] == pytest.approx([c / N for c in row["ci"]])
+    consistent = [row["consistent_count"] for row in body["categories"]]
+    assert min(consistent) >= 0 and sum(consistent) == pytest.approx(N)
+    assert body["consistent"]["biased"] is True
+
+
+def test_level_changes_only_the_interval_width(aggregator: RunningServer) -> None:
+    created = aggregator.create_campaign(id="est-level", question="q", categories=["no", "yes"], epsilon=1.0)
+    rng = np.random.default_rng(21)
+    upload(aggregator, "est-level", simulate_envelopes(created, population(2, seed=20), rng=rng))
+    at95, at80 = aggregator.estimate("est-level"), aggregator.estimate("est-level", level=0.8)
+    assert at80["level"] == 0.8
+    for a, b in zip(at95["categories"], at80["categories"], strict=True):
+        assert a["count"] == b["count"] and a["stderr"] == b["stderr"]
+        ratio = (b["ci"][1] - b["ci"][0]) / (a["ci"][1] - a["ci"][0])
+        assert ratio == pytest.approx(NormalDist().inv_cdf(0.9) / NormalDist().inv_cdf(0.975))
+
+
+def test_grouped_estimates_use_each_groups_reports_only(aggregator: RunningServer) -> None:
+    created = aggregator.create_campaign(
+        id="est-groups", question="q", categories=["no", "yes"], epsilon=1.5, group_fields=["country", "age"]
+    )
+    rng = np.random.default_rng(31)
+    countries = rng.choice(["NL", "DE", "FR"], size=N, p=[0.5, 0.3, 0.2])
+    # the true proportion of "yes" differs by country: 0.2 / 0.5 / 0.8
+    p_yes = np.select([countries == "NL", countries == "DE"], [0.2, 0.5], 0.8)
+    values = (rng.random(N) < p_yes).astype(int)
+    groups = [{"country": str(c), "age": "adult"} for c in countries]
+    upload(aggregator, "est-groups", simulate_envelopes(created, values, rng=rng, groups=groups))
+
+    body = aggregator.estimate("est-groups", group_by="country")
+    assert body["group_by"] == "country" and body["n"] == N
+    assert set(body["groups"]) == {"NL", "DE", "FR"}
+    assert sum(g["n"] for g in body["groups"].values()) == N
+    for country, group in body["groups"].items():
+        mask = countries == country
+        assert group["n"] == int(mask.sum())
+        yes = group["categories"][1]
+        truth = int(values[mask].sum())
+        assert abs(yes["count"] - truth) <= 4 * yes["stderr"], country
+    overall = aggregator.estimate("est-groups")
+    assert overall["n"] == N and "groups" not in overall
+    one_group = aggregator.estimate("est-groups", group_by="age")
+    assert list(one_group["groups"]) == ["adult"]
+    assert one_group["groups"]["adult"]["categories"] == overall["categories"]
+
+
+def test_an_empty_campaign_has_a_zero_estimate_without_nan(aggregator: RunningServer) -> None:
+    aggregator.create_campaign(id="est-empty", question="q", categories=["a", "b", "c"], epsilon=1.0)
+    response = aggregator.get("/api/v1/campaigns/est-empty/estimate", role="analyst")
+    assert response.status_code == 200 and "NaN" not in response.text
+    body = response.json()
+    assert body["n"] == 0 and all(row["count"] == 0 and row["proportion"] is None for row in body["categories"])
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "code"),
+    [
+        ("group_by=nope", 422, "invalid_parameter"),
+        ("level=1.5", 400, "bad_request"),
+        ("level=0", 400, "bad_request"),
+        ("level=nan", 400, "bad_request"),
+        ("level=abc", 400, "bad_request"),
+        ("noise=laplace", 422, "invalid_parameter"),
+        ("group_by=" + "x" * 200, 400, "bad_request"),
+    ],
+)
+def test_bad_estimate_queries(aggregator: RunningServer, query: str, status: int, code: str) -> None:
+    if aggregator.get("/api/v1/campaigns/est-query").status_code == 404:
+        aggregator.create_campaign(id="est-query", question="q", categories=["a", "b"], epsilon=1.0)
+    response = aggregator.get(f"/api/v1/campaigns/est-query/estimate?{query}", role="analyst")
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+
+
+def test_central_releases_spend_the_budget_once_each(aggregator: RunningServer) -> None:
+    created = aggregator.create_campaign(
+        id="est-central", question="q", categories=["a", "b", "c"], epsilon=0.5, trust_model="central",
+        budget=1.0, group_fields=["g"],
+    )  # fmt: skip
+    rng = np.random.default_rng(41)
+    values = rng.integers(0, 3, 600)
+    groups = [{"g": "x" if v else "y"} for v in values]
+    assert upload(aggregator, "est-central", simulate_envelopes(created, values, rng=rng, groups=groups))[
+        "accepted"
+    ] == 600
+    first = aggregator.estimate("est-central")
+    assert first["trust_model"] == "central" and first["epsilon_spent"] == 0.5
+    truth = np.bincount(values, minlength=3)
+    for v, row in enumerate(first["categories"]):
+        assert abs(row["count"] - truth[v]) <= 4 * row["stderr"]
+    again = aggregator.estimate("est-central")
+    assert again["cached"] is True and again["epsilon_spent"] == 0.5
+    assert [r["count"] for r in again["categories"]] == [r["count"] for r in first["categories"]]
+    grouped = aggregator.estimate("est-central", group_by="g")
+    assert set(grouped["groups"]) == {"x", "y"} and grouped["epsilon_spent"] == 1.0
+    refused = aggregator.get("/api/v1/campaigns/est-central/estimate?noise=laplace", role="analyst")
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["code"] == "budget_exceeded"
+    assert (error["spent"], error["remaining"], error["requested"]) == (1.0, 0.0, 0.5)
+    assert aggregator.estimate("est-central")["cached"] is True  # served again for free
