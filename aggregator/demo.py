@@ -1,0 +1,244 @@
+"""``deniable demo`` (what ``make demo`` runs): one sensitive question asked under both trust models.
+
+1. Starts the real aggregator (``deniable serve`` as a subprocess on a free 127.0.0.1 port, SQLite in a
+   temporary data dir, random tokens passed by environment).
+2. Creates the same yes/no question twice: a **local** campaign (randomized response on each device) and
+   a **central** one (the devices send their raw answer, encrypted, to a curator who adds discrete
+   Laplace noise to each release and keeps an ε budget).
+3. Simulates n respondents (10,000 by default) holding "yes" with probability p and has each answer both
+   campaigns through the client SDK (``simulate_fleet``: exact randomization from ``secrets``, HPKE
+   envelopes, batched delivery). The central campaign needs the devices' explicit opt-in
+   (``allow_central=True``), which the demo gives on the simulated users' behalf and says so.
+4. Prints truth, local estimate ± CI and central release ± CI, and writes the error-against-n figure of
+   ``deniable compare`` with this run's two standard errors marked.
+
+The server is stopped and the data dir removed in a ``finally``: nothing is left running after an error
+or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DemoServer", "register", "run_demo", "running_server"]
+
+QUESTION = "Have you used an illegal drug in the past year?"
+CATEGORIES = ["no", "yes"]
+STARTUP_TIMEOUT = 30.0
+
+
+@dataclass
+class DemoServer:
+    """A running ``deniable serve`` and the tokens to talk to it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    admin_token: str
+    analyst_token: str
+    log_path: Path
+
+    def call(self, method: str, path: str, *, role: str, body: Any = None) -> Any:
+        """One JSON request as ``role``; raises ``RuntimeError`` with the server's error message."""
+        token = self.admin_token if role == "admin" else self.analyst_token
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(  # noqa: S310 - the URL is our own loopback server
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise RuntimeError(f"{method} {path} answered {exc.code}: {detail}") from None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=1) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's process group (gunicorn master and workers), SIGKILL if it hangs."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+
+
+@contextlib.contextmanager
+def running_server(data_dir: Path, *, workers: int = 2) -> Iterator[DemoServer]:
+    """``deniable serve`` on ``data_dir`` and a free loopback port, stopped on exit whatever happens."""
+    port = _free_port()
+    admin, analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": analyst}
+    command = [
+        sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data_dir),
+        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+    ]  # fmt: skip
+    log_path = data_dir.with_name("server.log")
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = DemoServer(process, f"http://127.0.0.1:{port}", admin, analyst, log_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while not _healthy(server.url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"deniable serve did not start:\n{log_path.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        yield server
+    finally:
+        _stop(process)
+
+
+def _fleet(server: DemoServer, campaign_id: str, answers: list[str], *, central: bool, label: str) -> None:
+    from tqdm import tqdm
+
+    from deniable.client import simulate_fleet
+
+    with tqdm(total=len(answers), desc=label, unit=" devices", leave=True) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
+        result = simulate_fleet(
+            server.url, campaign_id, answers, progress=progress, allow_central=central, batch_size=500
+        )
+    if result.accepted != len(answers):
+        raise RuntimeError(f"{campaign_id}: only {result.accepted} of {len(answers)} reports were accepted")
+
+
+def _row(label: str, body: dict[str, Any]) -> tuple[str, float, float, float]:
+    yes = body["categories"][1]
+    return label, yes["count"], yes["ci"][1] - yes["count"], yes["stderr"]
+
+
+def run_demo(
+    *, n: int, p: float, epsilon: float, budget: float, plot: Path | None, seed: int | None, workers: int = 2
+) -> dict[str, Any]:
+    """Run the whole demo; return what it printed as data (truth, both bodies, the plot path)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    truth_values = rng.random(n) < p
+    answers = [CATEGORIES[int(v)] for v in truth_values]
+    truth = int(truth_values.sum())
+    with (
+        tempfile.TemporaryDirectory(prefix="deniable-demo-") as tmp,
+        running_server(Path(tmp) / "data", workers=workers) as server,
+    ):
+        print(f"aggregator running at {server.url} (data in {tmp}, removed at the end)", flush=True)
+        common = {"question": QUESTION, "categories": CATEGORIES, "epsilon": epsilon}
+        server.call("POST", "/api/v1/campaigns", role="admin", body={"id": "demo-local", **common})
+        server.call(
+            "POST",
+            "/api/v1/campaigns",
+            role="admin",
+            body={"id": "demo-central", "trust_model": "central", "budget": budget, **common},
+        )
+        print(f"{n} simulated respondents answer both campaigns ({truth} hold 'yes')", flush=True)
+        _fleet(server, "demo-local", answers, central=False, label="local   (randomized on device)")
+        print("the central campaign receives raw answers: each simulated user opted in to trust the curator")
+        _fleet(server, "demo-central", answers, central=True, label="central (raw to the curator)  ")
+        local = server.call("GET", "/api/v1/campaigns/demo-local/estimate", role="analyst")
+        central = server.call("GET", "/api/v1/campaigns/demo-central/estimate", role="analyst")
+    rows = [_row(f"local ({local['mechanism']})", local), _row(f"central ({central['noise']})", central)]
+    print()
+    print(f"Q: {QUESTION}  (ε = {epsilon:g}, n = {n})")
+    print(f"{'':<30}{'count of yes':>14}{'± 95% CI':>12}{'stderr':>10}")
+    print(f"{'truth':<30}{truth:>14}")
+    for label, count, half, stderr in rows:
+        print(f"{label:<30}{count:>14.1f}{half:>12.1f}{stderr:>10.2f}")
+    print(
+        f"central budget: ε spent {central['epsilon_spent']:g} of {central['budget']:g} "
+        f"({central['epsilon_remaining']:g} left); local: ε = {epsilon:g} once per device"
+    )
+    print(
+        f"the local error is {rows[0][3] / rows[1][3]:.0f}x the central one; the central model's price is "
+        "that the server holds every raw answer"
+    )
+    if plot is not None:
+        from .compare import error_curves
+        from .plots import plot_error_curves
+
+        curves = error_curves(epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000)
+        markers = [(f"this run: {label}", float(n), stderr) for label, _, _, stderr in rows]
+        plot_error_curves(curves, plot, title=f"local vs central count error, p = {p:g}", markers=markers)
+        print(f"comparison plot written to {plot}")
+    print("server stopped; nothing left running")
+    return {"truth": truth, "local": local, "central": central, "plot": plot}
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.n < 10 or not 0 < args.p < 1 or args.epsilon <= 0 or args.budget < args.epsilon:
+        print("deniable demo: need --n >= 10, --p in (0, 1), --epsilon > 0 and --budget >= --epsilon")
+        return 2
+    try:
+        run_demo(
+            n=args.n,
+            p=args.p,
+            epsilon=args.epsilon,
+            budget=args.budget,
+            plot=None if args.no_plot else args.plot,
+            seed=args.seed,
+        )
+    except KeyboardInterrupt:
+        print("\ninterrupted; the server was stopped")
+        return 130
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``deniable demo``."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="run the aggregator and compare local and central answers to one question",
+        description="Start a temporary aggregator, ask one sensitive question as a local and as a central "
+        "campaign, simulate respondents with the client SDK and compare the two answers.",
+    )
+    parser.add_argument("--n", type=int, default=10_000, help="simulated respondents (default 10000)")
+    parser.add_argument("--p", type=float, default=0.3, help="true share of 'yes' (default 0.3)")
+    parser.add_argument("--epsilon", type=float, default=1.0, help="ε of both campaigns (default 1)")
+    parser.add_argument("--budget", type=float, default=3.0, help="central ε budget (default 3)")
+    parser.add_argument("--seed", type=int, default=None, help="numpy seed of the simulated population")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "deniable-demo.png",
+        help="where to write the comparison plot (default: deniable-demo.png in the temp dir)",
+    )
+    parser.add_argument("--no-plot", action="store_true", help="skip the plot")
+    parser.set_defaults(func=_run)
