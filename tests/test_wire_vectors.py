@@ -175,3 +175,26 @@ def test_the_independent_hpke_open_detects_a_wrong_info() -> None:
     assert rfc9180_open(envelope.ciphertext, PRIVATE, info) == item["plaintext"].encode()
     with pytest.raises(InvalidTag):
         rfc9180_open(envelope.ciphertext, PRIVATE, info[:-1] + bytes([info[-1] ^ 1]))
+
+
+def test_the_examples_quoted_in_the_spec_are_the_vectors() -> None:
+    """docs/wire-format.md quotes the first binary-rr vector; regenerating the vectors must update it."""
+    doc = (Path(__file__).parents[1] / "docs" / "wire-format.md").read_text(encoding="utf-8")
+    case = VECTORS["campaigns"][0]
+    first = case["envelopes"][0]
+    config = CONFIGS[case["name"]]
+    pinned = {key: value for key, value in case["config"].items() if key != "status"}
+    assert f"its fingerprint is `{case['fingerprint']}`" in doc
+    assert canonical_json(pinned).decode() in doc
+    assert json.dumps(first["envelope"], indent=2) in doc
+    assert first["plaintext"] in doc
+    info_lines = [
+        line.split()[0]
+        for line in doc.split("Worked example (first envelope")[1].split("```")[1].splitlines()
+        if line
+    ]
+    assert "".join(info_lines) == first["info_hex"]
+    assert f'"public_key": "{config.public_key}"' in doc
+    olh = VECTORS["olh_hash"][0]
+    assert olh["seed"] == "9e3779b97f4a7c15" and olh["g"] == 8
+    assert f"H(0..11) = {', '.join(map(str, olh['hashes']))}" in doc
