@@ -1,0 +1,88 @@
+"""`deniable demo` end to end at a small n: the table, the plot, and nothing left running."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _demo(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "deniable.aggregator.cli", "demo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _server_processes(data_dir: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if data_dir in line and "serve" in line]
+
+
+def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
+    plot = tmp_path / "demo.png"
+    n = 400
+    process = _demo("--n", str(n), "--seed", "3", "--plot", str(plot))
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, out + err
+    truth = int(re.search(r"^truth\s+(\d+)$", out, re.M).group(1))  # type: ignore[union-attr]
+    assert 0 < truth < n
+    local = re.search(r"^local \(binary-rr\)\s+([-\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
+    central = re.search(r"^central \(discrete-laplace\)\s+([-\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
+    assert local and central, out
+    # Both answers are unbiased with the stderr they print: within 5 stderr (false alarm ~6e-7 each).
+    for match in (local, central):
+        count, half, stderr = (float(g) for g in match.groups())
+        assert abs(count - truth) <= 5 * stderr
+        assert abs(half - 1.96 * stderr) <= 0.06  # printed to 0.1 and 0.01
+    assert float(local.group(3)) > 10 * float(central.group(3))
+    assert "ε spent 1 of 3 (2 left)" in out
+    assert "opted in to trust the curator" in out
+    assert f"comparison plot written to {plot}" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert "devices" in err  # the progress bars
+    url = re.search(r"aggregator running at http://127\.0\.0\.1:(\d+) \(data in (\S+),", out)
+    assert url is not None
+    port, data_dir = int(url.group(1)), url.group(2)
+    assert not _listening(port)
+    assert not Path(data_dir).exists()
+    assert _server_processes(data_dir) == []
+
+
+def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
+    process = _demo("--n", "20000", "--no-plot")
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", line)
+    assert url is not None, line
+    port, data_dir = int(url.group(1)), url.group(2)
+    assert _listening(port)
+    time.sleep(1.0)  # let the fleet start sending
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "interrupted; the server was stopped" in out
+    assert not _listening(port)
+    assert _server_processes(data_dir) == []
+    assert not Path(data_dir).exists()
+
+
+def test_bad_arguments_are_refused_before_starting_anything() -> None:
+    process = _demo("--n", "5")
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "need --n >= 10" in out
