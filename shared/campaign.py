@@ -272,6 +272,10 @@ class CampaignConfig:
             adjacency=obj.get("adjacency"),
         )
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickle and deep-copy through the wire form (``params`` is a read-only mapping proxy)."""
+        return (type(self).from_json, (self.to_json(),))
+
     # ------------------------------------------------------------------------------------------ using
 
     @property

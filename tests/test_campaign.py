@@ -224,7 +224,7 @@ def configs(draw: st.DrawFn) -> CampaignConfig:
     )
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(configs())
 def test_config_json_round_trip(c: CampaignConfig) -> None:
     wire = json.loads(json.dumps(c.to_json()))
@@ -233,7 +233,7 @@ def test_config_json_round_trip(c: CampaignConfig) -> None:
     assert back.pinned_fingerprint() == c.pinned_fingerprint()
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(
     key=st.sampled_from(sorted(good_json())),
     value=st.none()
@@ -430,7 +430,7 @@ any_json = st.recursive(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     c=st.sampled_from([*LOCAL.values(), CENTRAL]),
     payload=any_json
@@ -482,7 +482,7 @@ CREATE_FIELDS = [
 ]
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(field=st.sampled_from(CREATE_FIELDS), value=any_json)
 def test_create_with_any_json_field_raises_only_invalid_config(field: str, value: object) -> None:
     base: dict[str, Any] = (
@@ -495,3 +495,12 @@ def test_create_with_any_json_field_raises_only_invalid_config(field: str, value
     except InvalidConfig:
         return
     assert CampaignConfig.from_json(c.to_json()) == c
+
+
+def test_config_pickles_and_copies_through_its_wire_form() -> None:
+    import copy
+    import pickle
+
+    for c in (config(), config(mechanism="olh", categories=K5), CENTRAL):
+        assert pickle.loads(pickle.dumps(c)) == c
+        assert copy.deepcopy(c) == c and copy.copy(c) == c

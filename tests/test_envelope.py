@@ -312,7 +312,7 @@ def test_envelope_from_json_only_ever_raises_invalid_report(obj: object) -> None
 # ---------------------------------------------------------------------------------------- seal / open
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(payload=payloads, campaign=slugs, pseudonym=hex64)
 def test_seal_then_open_returns_the_payload(
     payload: dict[str, object], campaign: str, pseudonym: str
@@ -411,7 +411,7 @@ def test_seal_refuses_oversized_payloads_and_bad_arguments() -> None:
         open_envelope(sealed(), campaign_id="smoking-2026", private_key=b"")
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(ct=st.binary(min_size=MIN_CIPHERTEXT_BYTES, max_size=200), rid=hex32)
 def test_random_ciphertexts_are_rejected_as_invalid_reports(ct: bytes, rid: str) -> None:
     with pytest.raises(InvalidReport):
