@@ -73,6 +73,9 @@ class Client:
     timeout=10.0, transport=None, allow_central=False)``. ``state_dir=None`` keeps the state in memory.
     ``allow_central=True`` lets the device answer *central* campaigns, whose raw answer goes (encrypted) to
     a curator the user chose to trust; the default refuses them, so nothing un-randomized leaves the device.
+    ``durability="normal"`` (default) or ``"full"``: see :mod:`deniable.client.state` (``"full"`` fsyncs
+    every answer; ``"normal"`` fsyncs once per flush, before anything is sent). ``batch_size`` (≤ 500)
+    and ``retry`` (:class:`RetryPolicy`) tune delivery.
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class Client:
         allow_central: bool = False,
         batch_size: int = MAX_BATCH,
         retry: RetryPolicy | None = None,
+        durability: str = "normal",
     ) -> None:
         self._per_campaign = _positive("max_epsilon_per_campaign", max_epsilon_per_campaign)
         self._lifetime = _positive("lifetime_budget", lifetime_budget)
@@ -94,7 +98,7 @@ class Client:
         self.allow_central = bool(allow_central)
         self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
         self._lock = threading.RLock()
-        self._state = DeviceState(state_dir)
+        self._state = DeviceState(state_dir, durability=durability)
         self._configs: dict[str, CampaignConfig] = {}
         self._outbox = Outbox(self._state, self._transport, self._lock, batch_size=batch_size, policy=retry)
 

@@ -171,6 +171,7 @@ class Outbox:
         error: str | None = None
         with self._flush_lock:
             with self._lock:
+                self._state.make_durable()  # nothing leaves the device before it is on disk for good
                 campaigns = self._state.outbox_campaigns()
             for campaign_id in campaigns:
                 error = self._flush_campaign(campaign_id, totals)

@@ -5,8 +5,14 @@ submission must *atomically* spend ε, memoize the randomized report and queue i
 crashed between two file replacements it could spend without queueing (a report silently lost) or queue
 without spending (ε unaccounted). One SQLite transaction makes the three one step; ``BEGIN IMMEDIATE`` also
 serializes two processes sharing a state dir (the CLI next to an app) so the ledger cannot be overspent by a
-race, and WAL with ``synchronous=FULL`` makes a committed row durable across power loss. ``state_dir=None``
-uses an in-memory database with the same code path.
+race. ``state_dir=None`` uses an in-memory database with the same code path.
+
+Durability (WAL journal): with ``durability="full"`` every commit is fsynced (durable across power loss, one
+fsync per answer: milliseconds on a disk). The default ``"normal"`` (SQLite ``synchronous=NORMAL``) commits
+without fsync, which survives any crash of the process and keeps the database consistent across a power
+cut; and :meth:`DeviceState.make_durable` (one fsync) runs before any envelope is sent. So a power cut can
+only lose answers that never left the device, each together with its ε spend and memo (one transaction):
+no report that reached the aggregator is ever forgotten, and the ledger never under-counts what was sent.
 
 What is stored: randomized, HPKE-encrypted envelopes (never the raw value), ε spends as exact fractions,
 the fingerprints of pinned campaign configs with a label-free summary, and the device secret (32 bytes
@@ -25,6 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+
+from deniable.shared.errors import InvalidParameter
 
 __all__ = [
     "DB_FILE",
@@ -123,7 +131,10 @@ class DeviceState:
     connection is opened with ``check_same_thread=False`` for that reason.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None) -> None:
+    def __init__(self, state_dir: str | os.PathLike[str] | None, *, durability: str = "normal") -> None:
+        if durability not in ("normal", "full"):
+            raise InvalidParameter(f"'durability' must be 'normal' or 'full', got {durability!r}")
+        self.durability = durability
         self.path: Path | None = None
         if state_dir is None:
             self._secret = secrets.token_bytes(_SECRET_BYTES)
@@ -140,7 +151,7 @@ class DeviceState:
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
         if self.path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA synchronous={durability.upper()}")
         self._db.executescript(_SCHEMA)
 
     @property
@@ -162,6 +173,21 @@ class DeviceState:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+
+    def make_durable(self) -> None:
+        """Fsync every committed transaction (a no-op cost when ``durability="full"`` or in memory).
+
+        A commit under ``synchronous=FULL`` in WAL mode syncs the whole write-ahead log, and with it every
+        earlier commit; the outbox calls this before sending anything.
+        """
+        if self.path is None or self.durability == "full":
+            return
+        self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            with self.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('last_sync', ?)", (repr(time.time()),))
+        finally:
+            self._db.execute("PRAGMA synchronous=NORMAL")
 
     # -- pins ---------------------------------------------------------------------------------------
     def pinned(self, campaign_id: str) -> tuple[str, str] | None:

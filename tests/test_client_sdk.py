@@ -133,6 +133,7 @@ def test_client_imports_neither_numpy_nor_flask() -> None:
         ({"max_epsilon_per_campaign": float("nan")}, "'max_epsilon_per_campaign' must be a finite number"),
         ({"timeout": -1}, "'timeout' must be a number of seconds in (0, 600], got -1"),
         ({"batch_size": 501}, "'batch_size' must be an integer in [1, 500], got 501"),
+        ({"durability": "none"}, "'durability' must be 'normal' or 'full', got 'none'"),
     ],
 )
 def test_constructor_rejects_bad_parameters(tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
@@ -546,6 +547,13 @@ def test_state_dir_and_secret_are_private(make_client: Callable[..., Client], tm
     assert len(secret) == 32
     client.close()
     assert make_client(state_dir=state_dir)._state.secret == secret  # created once, then reused
+
+
+def test_full_durability_mode_delivers_too(server: Server, make_client: Callable[..., Client]) -> None:
+    server.campaign("durable", ["x", "y"])
+    client = make_client(durability="full")
+    client.submit("durable", "x")
+    assert client.flush() == 1
 
 
 def test_a_damaged_secret_is_reported(tmp_path: Path) -> None:

@@ -1,0 +1,201 @@
+"""Device client benchmark: per-report cost on the device, and ``simulate_fleet`` throughput.
+
+Run: ``.venv/bin/python benchmarks/client.py [--reports 2000] [--fleet 20000] [--workers 2]``
+
+1. Per-report device cost (goal < 1 ms), median over ``--reports`` answers, each step timed on its own:
+   randomize (exact sampler over the OS CSPRNG), encrypt (HPKE seal of the payload), persist (one SQLite
+   transaction recording the ε spend, the memo and the outbox entry, WAL), and the whole ``Client.submit``
+   (config validation and pin check included) over an in-process transport; for both durability modes
+   (``normal``: no fsync per answer, one per flush; ``full``: one fsync per answer).
+2. ``simulate_fleet`` against a real ``deniable serve`` this script starts on a free loopback port:
+   reports per second end to end (randomize + encrypt + POST in batches of 500 + server decrypt/store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from deniable.client import Client, Response, simulate_fleet
+from deniable.client.report import randomize_index, seal_answer
+from deniable.client.state import DeviceState, ReportRow
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import encode_key, generate_keypair, make_pseudonym
+
+MECHANISMS = (("grr", 4, 1.0), ("oue", 16, 1.0), ("olh", 16, 1.0))
+
+
+def _config(cid: str, mechanism: str, k: int, epsilon: float, public_key: bytes) -> CampaignConfig:
+    return CampaignConfig.create(
+        id=cid, question="q?", categories=[f"c{i}" for i in range(k)], epsilon=epsilon,
+        mechanism=mechanism, public_key=encode_key(public_key),
+    )
+
+
+def _median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def per_report(reports: int, durability: str) -> list[dict[str, Any]]:
+    """Median microseconds of each device step, per mechanism."""
+    rows = []
+    _, public = generate_keypair()
+    for mechanism, k, epsilon in MECHANISMS:
+        config = _config("bench", mechanism, k, epsilon, public)
+        key = config.public_key_bytes
+        with tempfile.TemporaryDirectory() as tmp:
+            state = DeviceState(Path(tmp) / "state", durability=durability)
+            pseudonym = make_pseudonym(state.secret, config.id)
+            t_rand, t_seal, t_store = [], [], []
+            for i in range(reports):
+                t0 = time.perf_counter()
+                report = randomize_index(config, i % k)
+                t1 = time.perf_counter()
+                envelope = seal_answer(config, pseudonym, report, None, public_key=key)
+                t2 = time.perf_counter()
+                text = json.dumps(envelope.to_json(), separators=(",", ":"))
+                row = ReportRow(envelope.report_id, f"bench-{i}", False, "local", config.epsilon, text)
+                with state.transaction() as db:
+                    DeviceState.record_spend(db, row)
+                    DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
+                t3 = time.perf_counter()
+                t_rand.append(t1 - t0)
+                t_seal.append(t2 - t1)
+                t_store.append(t3 - t2)
+            state.close()
+            t_submit = _client_submit(
+                mechanism, k, epsilon, public, min(reports, 1000), Path(tmp) / "client", durability
+            )
+        total = [a + b + c for a, b, c in zip(t_rand, t_seal, t_store, strict=True)]
+        rows.append(
+            {
+                "mechanism": f"{mechanism} k={k} ε={epsilon:g}",
+                "randomize_us": _median_us(t_rand),
+                "encrypt_us": _median_us(t_seal),
+                "persist_us": _median_us(t_store),
+                "randomize+encrypt+persist_us": _median_us(total),
+                "p95_total_us": sorted(total)[int(0.95 * len(total))] * 1e6,
+                "client_submit_us": _median_us(t_submit),
+            }
+        )
+    return rows
+
+
+def _client_submit(
+    mechanism: str, k: int, epsilon: float, public: bytes, n: int, state: Path, durability: str
+) -> list[float]:
+    """``Client.submit`` to ``n`` distinct campaigns served by an in-process transport (no network)."""
+
+    class Configs:
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            cid = path.rsplit("/", 1)[-1]
+            return Response(200, _config(cid, mechanism, k, epsilon, public).to_json())
+
+    client = Client(
+        "http://127.0.0.1:9", state, transport=Configs(), lifetime_budget=1000.0, durability=durability
+    )
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        client.submit(f"bench-{i}", f"c{i % k}")
+        times.append(time.perf_counter() - t0)
+    client.close()
+    return times
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fleet(devices: int, workers: int) -> list[dict[str, Any]]:
+    """``simulate_fleet`` throughput against a ``deniable serve`` started here."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        port = _free_port()
+        admin = secrets.token_urlsafe(24)
+        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": "a" + admin}
+        log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115 (closed below)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", f"{tmp}/data",
+             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
+            stdout=log, stderr=subprocess.STDOUT, env=env,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_healthy(url, server)
+            for mechanism, k, epsilon in MECHANISMS:
+                cid = f"fleet-{mechanism}"
+                body = {"id": cid, "question": "q?", "categories": [f"c{i}" for i in range(k)],
+                        "epsilon": epsilon, "mechanism": mechanism}
+                request = urllib.request.Request(
+                    url + "/api/v1/campaigns", data=json.dumps(body).encode(), method="POST",
+                    headers={"Content-Type": "application/json", "Authorization": f"Bearer {admin}"},
+                )
+                urllib.request.urlopen(request, timeout=30).close()
+                values = [f"c{i % k}" for i in range(devices)]
+                result = simulate_fleet(url, cid, values, batch_size=500)
+                assert result.accepted == devices, result
+                rows.append(
+                    {
+                        "mechanism": f"{mechanism} k={k} ε={epsilon:g}",
+                        "devices": devices,
+                        "seconds": result.seconds,
+                        "reports_per_second": result.reports_per_second,
+                    }
+                )
+        finally:
+            server.terminate()
+            server.wait(30)
+            log.close()
+    return rows
+
+
+def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError("deniable serve exited early; see its log")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("deniable serve did not become healthy in 30 s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reports", type=int, default=2000, help="answers timed per mechanism (2000)")
+    parser.add_argument("--fleet", type=int, default=20000, help="simulated devices per mechanism (20000)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of the server (2)")
+    args = parser.parse_args()
+    for durability in ("normal", "full"):
+        print(f"per-report device cost, durability={durability!r}, median of {args.reports} (microseconds):")
+        for row in per_report(args.reports, durability):
+            print(
+                f"  {row['mechanism']:<18} randomize {row['randomize_us']:7.1f}  "
+                f"encrypt {row['encrypt_us']:7.1f}  persist {row['persist_us']:7.1f}  "
+                f"= {row['randomize+encrypt+persist_us']:7.1f} (p95 {row['p95_total_us']:7.1f});  "
+                f"Client.submit {row['client_submit_us']:7.1f}"
+            )
+    print(f"simulate_fleet against deniable serve ({args.workers} workers), {args.fleet} devices:")
+    for row in fleet(args.fleet, args.workers):
+        print(f"  {row['mechanism']:<18} {row['seconds']:6.2f} s  {row['reports_per_second']:8.0f} reports/s")
+
+
+if __name__ == "__main__":
+    main()
