@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import decimal
+import functools
 import hashlib
 import hmac
 import json
@@ -257,9 +258,17 @@ def _public_raw(key: X25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
-def _load_private(raw: bytes) -> X25519PrivateKey:
+def _load_private(raw: bytes | X25519PrivateKey) -> X25519PrivateKey:
+    if isinstance(raw, X25519PrivateKey):
+        return raw
     if not isinstance(raw, bytes) or len(raw) != 32:
         raise InvalidParameter("'private_key' must be 32 raw bytes (an X25519 private key)")
+    return _private_key_object(raw)
+
+
+@functools.lru_cache(maxsize=64)
+def _private_key_object(raw: bytes) -> X25519PrivateKey:
+    """Loading a key costs about half an HPKE open; an aggregator opens many envelopes per campaign key."""
     return X25519PrivateKey.from_private_bytes(raw)
 
 
@@ -448,8 +457,10 @@ def seal(
     return Envelope(version=FORMAT_VERSION, report_id=rid, pseudonym=pseudonym, ciphertext=ciphertext)
 
 
-def open_envelope(envelope: Envelope, *, campaign_id: str, private_key: bytes) -> dict[str, Any]:
-    """Decrypt ``envelope`` with the campaign's ``private_key`` and parse its JSON payload.
+def open_envelope(
+    envelope: Envelope, *, campaign_id: str, private_key: bytes | X25519PrivateKey
+) -> dict[str, Any]:
+    """Decrypt ``envelope`` with the campaign's ``private_key`` (raw bytes or a loaded key) and parse it.
 
     Raises ``InvalidReport`` if the ciphertext does not decrypt under this campaign id, the envelope's
     version, report id and pseudonym (tampering, replay under another id, another campaign or key), or if

@@ -421,3 +421,11 @@ def test_random_ciphertexts_are_rejected_as_invalid_reports(ct: bytes, rid: str)
 def test_public_names_are_pinned() -> None:
     assert "seal" in env.__all__ and "open_envelope" in env.__all__
     assert all(hasattr(env, name) for name in env.__all__)
+
+
+def test_open_accepts_a_loaded_private_key() -> None:
+    e = sealed({"report": 1, "groups": {}})
+    loaded = X25519PrivateKey.from_private_bytes(PRIVATE)
+    assert open_envelope(e, campaign_id="smoking-2026", private_key=loaded) == {"report": 1, "groups": {}}
+    with pytest.raises(InvalidReport):
+        open_envelope(e, campaign_id="smoking-2026", private_key=X25519PrivateKey.generate())
