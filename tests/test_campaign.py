@@ -504,3 +504,14 @@ def test_config_pickles_and_copies_through_its_wire_form() -> None:
     for c in (config(), config(mechanism="olh", categories=K5), CENTRAL):
         assert pickle.loads(pickle.dumps(c)) == c
         assert copy.deepcopy(c) == c and copy.copy(c) == c
+
+
+def test_public_names_are_pinned() -> None:
+    from deniable.shared import campaign
+
+    assert sorted(campaign.__all__) == [
+        "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
+        "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUE_CHARS", "MAX_QUESTION_CHARS",
+        "STATUSES", "TRUST_MODELS",
+    ]  # fmt: skip
+    assert all(hasattr(campaign, name) for name in campaign.__all__)
