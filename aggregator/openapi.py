@@ -80,7 +80,7 @@ _SCHEMAS: dict[str, Any] = {
                 "uniqueItems": True,
                 "items": {"type": "string", "minLength": 1, "maxLength": 200},
             },
-            "epsilon": {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 10},
+            "epsilon": {"type": "number", "minimum": 0.001, "maximum": 10},
             "mechanism": {"type": "string", "enum": ["auto", "binary-rr", "grr", "oue", "olh", "none"]},
             "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
             "trust_model": {"type": "string", "enum": ["local", "central"]},

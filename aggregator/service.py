@@ -17,7 +17,7 @@ from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import DeniableError, InvalidConfig
 
-__all__ = ["CREATE_FIELDS", "CampaignExists", "Service", "config_of", "current_service"]
+__all__ = ["CREATE_FIELDS", "MIN_EPSILON", "CampaignExists", "Service", "config_of", "current_service"]
 
 #: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
 CREATE_FIELDS = frozenset(
@@ -27,6 +27,19 @@ CREATE_FIELDS = frozenset(
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
+
+
+#: Smallest ε the aggregator creates a campaign with. Far below it e^ε rounds to 1 in floating point, the
+#: mechanism's p* and q* coincide and no estimate can be computed (p* − q* = 0 divides).
+MIN_EPSILON = 0.001
+
+
+def _check_min_epsilon(epsilon: object) -> None:
+    if isinstance(epsilon, int | float) and not isinstance(epsilon, bool) and 0 < epsilon < MIN_EPSILON:
+        raise InvalidConfig(
+            f"'epsilon' must be at least {MIN_EPSILON} on this aggregator (below it the estimate's "
+            f"variance is astronomically large or not computable), got {epsilon!r}"
+        )
 
 
 class CampaignExists(DeniableError):
@@ -63,6 +76,7 @@ class Service:
                 f"campaign fields are wrong: {'; '.join(parts)}; allowed: {sorted(CREATE_FIELDS)}"
             )
         private, public = self.keyring.new_keypair()
+        _check_min_epsilon(body["epsilon"])
         config = CampaignConfig.create(
             id=body["id"],
             question=body["question"],
