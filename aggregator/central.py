@@ -103,9 +103,7 @@ def sensitivity(adjacency: str) -> int:
     try:
         return ADJACENCIES[adjacency]
     except KeyError:
-        raise InvalidConfig(
-            f"'adjacency' must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}"
-        ) from None
+        raise InvalidConfig(f"'adjacency' must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}") from None
 
 
 def noise_scale(epsilon: float, delta: int) -> Fraction:
@@ -226,9 +224,7 @@ def _estimate(stored: Mapping[str, Any], group: Mapping[str, Any]) -> Estimate:
     scale = Fraction(*stored["scale"])
     n = group["n"] if group["n"] is not None else max(0, round(float(counts.sum())))
     variance = np.full(counts.shape, noise_variance(stored["noise"], scale))
-    return Estimate(
-        mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance
-    )
+    return Estimate(mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance)
 
 
 def render(

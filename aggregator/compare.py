@@ -315,9 +315,7 @@ def _run(args: argparse.Namespace) -> int:
 
     rng = np.random.default_rng(args.seed)
     try:
-        result = compare(
-            n=args.n, p=args.p, epsilon=args.epsilon, k=args.k, trials=args.trials, rng=rng, progress=True
-        )
+        result = compare(n=args.n, p=args.p, epsilon=args.epsilon, k=args.k, trials=args.trials, rng=rng, progress=True)
     except InvalidParameter as exc:
         print(f"deniable compare: {exc}")
         return 2

@@ -35,9 +35,7 @@ def plot_error_curves(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     epsilons = sorted({c.epsilon for c in curves})
-    colours = {
-        eps: plt.get_cmap("viridis")(i / max(1, len(epsilons) - 1) * 0.85) for i, eps in enumerate(epsilons)
-    }
+    colours = {eps: plt.get_cmap("viridis")(i / max(1, len(epsilons) - 1) * 0.85) for i, eps in enumerate(epsilons)}
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     for curve in curves:
         central = curve.model.startswith("central")
