@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.mechanisms import MECHANISMS, Mechanism, OLHReports, mechanism_from_name, olh_hash
+from deniable.shared.mechanisms import MECHANISMS, OLH, Mechanism, OLHReports, mechanism_from_name, olh_hash
 
 if TYPE_CHECKING:
     import numpy as np
@@ -262,7 +262,7 @@ def _support_pattern(mechanism: Mechanism, reports: Any) -> IntArray:
     """2·[0 ∈ Support(y)] + [1 ∈ Support(y)] for each simulated report."""
     import numpy as np
 
-    if isinstance(reports, OLHReports):
+    if isinstance(reports, OLHReports) and isinstance(mechanism, OLH):
         g = mechanism.g
         seeds = reports.seeds.tolist()
         y = reports.y
