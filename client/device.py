@@ -159,28 +159,27 @@ class Client:
     ) -> Receipt:
         cost = privacy_cost(config)
         with self._state.transaction() as db:
-            spends = self._state.reports()
-            mine = [row for row in spends if row.campaign_id == config.id]
-            if mine and mine[0].recurring != recurring:
-                mode = "recurring" if mine[0].recurring else "one-shot"
+            first = self._state.first_report(config.id)
+            if first is not None and first.recurring != recurring:
+                mode = "recurring" if first.recurring else "one-shot"
                 raise InvalidParameter(
                     f"campaign {config.id!r} was answered as {mode} on this device; keep "
-                    f"recurring={mine[0].recurring} for it"
+                    f"recurring={first.recurring} for it"
                 )
             report_id: str | None = None
             if recurring:
                 mechanism = config.build_mechanism()
                 report_id, report = permanent_response(mechanism, self._state.secret, config.id, index)
-                known = next((row for row in mine if row.report_id == report_id), None)
+                known = self._state.report(report_id)
             else:
-                known = mine[0] if mine else None
+                known = first
             if known is not None:
                 return self._resend(known, db)
             check_budget(
                 config.id,
                 cost,
-                campaign_spent=sum((row.epsilon for row in mine), Fraction(0)),
-                total_spent=sum((row.epsilon for row in spends), Fraction(0)),
+                campaign_spent=self._state.spent_on(config.id),
+                total_spent=self._state.total_spent(),
                 per_campaign=self._per_campaign,
                 lifetime_budget=self._lifetime,
             )
@@ -232,7 +231,7 @@ class Client:
     def ledger(self) -> Ledger:
         """ε spent per campaign and in total, the lifetime budget and what is left."""
         with self._lock:
-            spends = [(r.campaign_id, r.epsilon, r.recurring, r.trust_model) for r in self._state.reports()]
+            spends = self._state.spent()
         return build_ledger(spends, self._lifetime, self._per_campaign)
 
     def __repr__(self) -> str:

@@ -86,17 +86,12 @@ class Ledger:
 
 
 def build_ledger(
-    spends: list[tuple[str, Fraction, bool, str]], lifetime_budget: Fraction, per_campaign: Fraction
+    spends: list[tuple[str, Fraction, int, bool, str]], lifetime_budget: Fraction, per_campaign: Fraction
 ) -> Ledger:
-    """Sum ``(campaign_id, ε, recurring, trust_model)`` spends into a :class:`Ledger`, exactly."""
-    totals: dict[str, list[Any]] = {}
-    for campaign_id, eps, recurring, trust in spends:
-        entry = totals.setdefault(campaign_id, [Fraction(0), 0, recurring, trust])
-        entry[0] += eps
-        entry[1] += 1
-    total = sum((e[0] for e in totals.values()), Fraction(0))
+    """A :class:`Ledger` from ``(campaign_id, ε spent, reports, recurring, trust_model)`` rows, summed exactly."""
+    total = sum((row[1] for row in spends), Fraction(0))
     return Ledger(
-        campaigns=tuple(CampaignSpend(cid, float(e[0]), e[1], e[2], e[3]) for cid, e in totals.items()),
+        campaigns=tuple(CampaignSpend(cid, float(eps), n, rec, trust) for cid, eps, n, rec, trust in spends),
         spent=float(total),
         lifetime_budget=float(lifetime_budget),
         remaining=float(max(lifetime_budget - total, Fraction(0))),

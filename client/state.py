@@ -66,6 +66,13 @@ CREATE TABLE IF NOT EXISTS reports (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reports_campaign ON reports (campaign_id);
+CREATE TABLE IF NOT EXISTS spent (
+    campaign_id TEXT PRIMARY KEY,
+    epsilon TEXT NOT NULL,
+    reports INTEGER NOT NULL,
+    recurring INTEGER NOT NULL,
+    trust_model TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     report_id TEXT NOT NULL UNIQUE,
@@ -227,9 +234,51 @@ class DeviceState:
             return None
         return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5])
 
+    def first_report(self, campaign_id: str) -> ReportRow | None:
+        """The oldest spend of ``campaign_id`` (the memo of a one-shot campaign), if any."""
+        row = self._db.execute(
+            "SELECT report_id, campaign_id, recurring, trust_model, epsilon, envelope FROM reports "
+            "WHERE campaign_id = ? ORDER BY created, rowid LIMIT 1",
+            (campaign_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5])
+
+    def spent(self) -> list[tuple[str, Fraction, int, bool, str]]:
+        """``(campaign_id, ε spent, reports, recurring, trust_model)`` per campaign, exact."""
+        rows = self._db.execute(
+            "SELECT campaign_id, epsilon, reports, recurring, trust_model FROM spent ORDER BY rowid"
+        ).fetchall()
+        return [(r[0], Fraction(r[1]), r[2], bool(r[3]), r[4]) for r in rows]
+
+    def spent_on(self, campaign_id: str) -> Fraction:
+        """ε spent on ``campaign_id``, exact (0 if never answered)."""
+        row = self._db.execute("SELECT epsilon FROM spent WHERE campaign_id = ?", (campaign_id,)).fetchone()
+        return Fraction(0) if row is None else Fraction(row[0])
+
+    def total_spent(self) -> Fraction:
+        """ε spent over all campaigns, exact (kept as a running sum, O(1) to read)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'total_spent'").fetchone()
+        return Fraction(0) if row is None else Fraction(row[0])
+
     @staticmethod
     def record_spend(db: sqlite3.Connection, row: ReportRow) -> None:
-        """Inside a transaction: record the spend and memoize its envelope."""
+        """Inside a transaction: record the spend, memoize its envelope and update the running sums."""
+        found = db.execute("SELECT epsilon FROM spent WHERE campaign_id = ?", (row.campaign_id,)).fetchone()
+        if found is None:
+            db.execute(
+                "INSERT INTO spent VALUES (?, ?, 1, ?, ?)",
+                (row.campaign_id, str(row.epsilon), int(row.recurring), row.trust_model),
+            )
+        else:
+            db.execute(
+                "UPDATE spent SET epsilon = ?, reports = reports + 1 WHERE campaign_id = ?",
+                (str(Fraction(found[0]) + row.epsilon), row.campaign_id),
+            )
+        total = db.execute("SELECT value FROM meta WHERE key = 'total_spent'").fetchone()
+        new_total = (Fraction(0) if total is None else Fraction(total[0])) + row.epsilon
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('total_spent', ?)", (str(new_total),))
         db.execute(
             "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
