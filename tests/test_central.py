@@ -31,11 +31,12 @@ def _chi_square_p_ok(observed: np.ndarray, expected: np.ndarray) -> tuple[float,
 
 @pytest.mark.parametrize(("epsilon", "adjacency"), [(1.0, "add-remove"), (0.5, "replace")])
 def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str) -> None:
-    """χ² of DRAWS secrets-driven draws against P(z) = (1−a)/(1+a)·a^|z|, a = e^(−ε/Δ)."""
+    """χ² of DRAWS secrets-driven released bins against P(z) = (1−a)/(1+a)·a^|z|, a = e^(−ε/Δ)."""
     delta = central.sensitivity(adjacency)
     scale = central.noise_scale(epsilon, delta)
     assert scale == Fraction(delta) / Fraction(epsilon)
-    draws = np.array([central.sample_noise("discrete-laplace", scale) for _ in range(DRAWS)], dtype=float)
+    # Through the very function a release uses: DRAWS bins holding the count 7, each with its own noise.
+    draws = np.array(central.noisy_counts([7] * DRAWS, epsilon=epsilon, delta=delta, noise="discrete-laplace")) - 7
     assert np.all(draws == np.round(draws))
     a = math.exp(-epsilon / delta)
     edge = 1
