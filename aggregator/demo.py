@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deniable.shared.errors import DeniableError
+
 __all__ = ["DemoServer", "register", "run_demo", "running_server"]
 
 QUESTION = "Have you used an illegal drug in the past year?"
@@ -218,6 +220,9 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; the server was stopped")
         return 130
+    except (DeniableError, RuntimeError) as exc:
+        print(f"deniable demo failed: {exc}\nthe server was stopped")
+        return 1
     return 0
 
 

@@ -86,3 +86,17 @@ def test_bad_arguments_are_refused_before_starting_anything() -> None:
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "need --n >= 10" in out
+
+
+def test_a_failure_midway_is_reported_and_stops_the_server() -> None:
+    """The server refuses ε = 50 (above its maximum): the demo says so, exits 1 and leaves nothing behind."""
+    process = _demo("--n", "20", "--epsilon", "50", "--budget", "60", "--no-plot")
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 1, out
+    assert "deniable demo failed: POST /api/v1/campaigns answered 422" in out
+    assert "'epsilon' must be a finite number" in out
+    url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", out)
+    assert url is not None
+    assert not _listening(int(url.group(1)))
+    assert _server_processes(url.group(2)) == []
+    assert not Path(url.group(2)).exists()
