@@ -8,17 +8,29 @@ only: no client address, user agent, query string, header or body ever reaches a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from deniable.aggregator.app import create_app
 
-__all__ = ["ACCESS_LOG_FORMAT", "AggregatorServer", "gunicorn_options"]
+__all__ = ["ACCESS_LOG_FORMAT", "AggregatorServer", "PrivateLogger", "gunicorn_options"]
 
 #: method, path (no query string), status, response bytes, milliseconds.
 ACCESS_LOG_FORMAT = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+
+
+class PrivateLogger(Logger):  # type: ignore[misc]
+    """gunicorn's logger without client addresses: its one address-bearing message (a malformed HTTP
+    request, ``Invalid request from ip=...``) is logged with the address redacted."""
+
+    _ADDRESS = re.compile(r"ip=\S+")
+
+    def warning(self, msg: Any, *args: Any, **kwargs: Any) -> None:
+        super().warning(self._ADDRESS.sub("ip=[redacted]:", str(msg)), *args, **kwargs)
 
 
 def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) -> dict[str, Any]:
@@ -28,6 +40,7 @@ def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) ->
         "workers": workers,
         "worker_class": "gthread",
         "threads": threads,
+        "logger_class": PrivateLogger,
         "accesslog": "-",
         "access_log_format": ACCESS_LOG_FORMAT,
         "errorlog": "-",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import socket
 import tempfile
+import time
 
 import pytest
 from support.server import RunningServer
@@ -154,3 +156,17 @@ def test_logs_hold_no_addresses_tokens_or_payloads(aggregator: RunningServer) ->
     for secret in (aggregator.admin_token, aggregator.analyst_token, "127.0.0.1 -", "agent-UA-marker",
                    "SECRETQ", "level=0.9"):  # fmt: skip
         assert secret not in logs, secret
+
+
+def test_malformed_http_is_400_and_logged_without_the_client_address(aggregator: RunningServer) -> None:
+    with socket.create_connection(("127.0.0.1", aggregator.port), timeout=10) as sock:
+        sock.sendall(b"GARBAGE\x01 / HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 400")
+    deadline = time.monotonic() + 5
+    while "Invalid request" not in aggregator.logs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    logs = aggregator.logs()
+    assert "Invalid request from ip=[redacted]" in logs
+    assert "ip=127.0.0.1" not in logs
+    assert aggregator.get("/healthz").status_code == 200
