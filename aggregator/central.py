@@ -26,7 +26,8 @@ the groups are disjoint (parallel composition, McSherry 2009); the same release 
 is served from ``central_releases`` and spends nothing (post-processing); the CI level is not part of the
 key because intervals are recomputed from the stored noisy counts (post-processing again). A release that
 would take the spent ε past the budget raises :class:`BudgetExceeded` (expected as HTTP 409 Conflict).
-ε values are added in decimal (``Decimal(repr(ε))``) so that ten releases at 0.1 spend exactly 1.
+ε values are taken as the decimals they are written as (``Decimal(repr(ε))``), both for the noise scale
+and in the sum, so that the noise spends exactly what is charged and ten releases at 0.1 spend exactly 1.
 
 Contract with the service (``aggregator/api``): the estimate route of a central campaign calls::
 
@@ -93,6 +94,10 @@ def _check_epsilon(epsilon: float, name: str = "epsilon") -> None:
         raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
 
 
+def _dec(x: float) -> Decimal:
+    return Decimal(repr(float(x)))
+
+
 def _check_noise(noise: str) -> None:
     if noise not in NOISES:
         raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
@@ -107,9 +112,9 @@ def sensitivity(adjacency: str) -> int:
 
 
 def noise_scale(epsilon: float, delta: int) -> Fraction:
-    """b = Δ/ε, exactly (ε as the exact rational value of its float)."""
+    """b = Δ/ε exactly, ε taken as the decimal it is written as (0.1 is 1/10), as the accountant adds it."""
     _check_epsilon(epsilon)
-    return Fraction(delta) / Fraction(epsilon)
+    return Fraction(delta) / Fraction(_dec(epsilon))
 
 
 def noise_variance(noise: str, scale: Fraction | float) -> float:
@@ -137,10 +142,6 @@ def noisy_counts(counts: Sequence[int], *, epsilon: float, delta: int, noise: st
 
 
 # -- the accountant --------------------------------------------------------------------------------
-
-
-def _dec(x: float) -> Decimal:
-    return Decimal(repr(float(x)))
 
 
 def remaining(spent: float, budget: float) -> float:

@@ -34,7 +34,7 @@ def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str
     """χ² of DRAWS secrets-driven released bins against P(z) = (1−a)/(1+a)·a^|z|, a = e^(−ε/Δ)."""
     delta = central.sensitivity(adjacency)
     scale = central.noise_scale(epsilon, delta)
-    assert scale == Fraction(delta) / Fraction(epsilon)
+    assert scale == Fraction(delta) / Fraction(str(epsilon))
     # Through the very function a release uses: DRAWS bins holding the count 7, each with its own noise.
     draws = np.array(central.noisy_counts([7] * DRAWS, epsilon=epsilon, delta=delta, noise="discrete-laplace")) - 7
     assert np.all(draws == np.round(draws))
@@ -71,6 +71,11 @@ def test_lattice_laplace_noise_follows_the_laplace_law_on_its_grid() -> None:
     assert stat < critical, (stat, critical)
     sd = math.sqrt(central.noise_variance("laplace", scale))
     assert sd == pytest.approx(math.sqrt(2) * b, rel=1e-12)  # √2·b to 12 digits (lattice 2^-20)
+
+
+def test_the_noise_spends_exactly_the_decimal_epsilon_charged() -> None:
+    assert central.noise_scale(0.1, 1) == 10  # not 1/Fraction(0.1), which is slightly below 10
+    assert central.noise_scale(0.3, 2) == Fraction(20, 3)
 
 
 def test_noise_names_and_adjacencies_are_validated() -> None:
