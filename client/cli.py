@@ -12,15 +12,19 @@ yet (the aggregator is unreachable; run the command again or ``flush`` later, no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
+from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
-from deniable.shared.errors import DeniableError
+from deniable.shared.errors import DeniableError, InvalidParameter
 
 from .device import Client
-from .ledger import fmt_epsilon
-from .state import default_state_dir
+from .ledger import build_ledger, fmt_epsilon
+from .state import DB_FILE, DeviceState, default_state_dir
 
 __all__ = ["register"]
 
@@ -66,6 +70,12 @@ def register(subparsers: Any) -> None:
     ledger.set_defaults(func=_ledger)
 
 
+def _budget(flag: str, value: float) -> float:
+    if not (math.isfinite(value) and 0 < value <= 1000):
+        raise InvalidParameter(f"{flag} must be a finite number in (0, 1000], got {value:g}")
+    return value
+
+
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir", default=None, metavar="DIR",
@@ -89,9 +99,9 @@ def _submit(args: argparse.Namespace) -> int:
     except DeniableError as exc:
         print(f"deniable submit: {exc}", file=sys.stderr)
         return 1
-    out: dict[str, Any] = {"receipt": receipt.__dict__}
+    out: dict[str, Any] = {"receipt": dataclasses.asdict(receipt)}
     if result is not None:
-        out["delivery"] = result.__dict__
+        out["delivery"] = dataclasses.asdict(result)
     print(json.dumps(out, indent=2))
     if rejected:
         print(f"deniable submit: the aggregator rejected the report: {rejected[0].reason}", file=sys.stderr)
@@ -103,18 +113,22 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _ledger(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
     try:
-        with Client(
-            "http://127.0.0.1",  # never contacted: the ledger is local
-            args.state_dir or default_state_dir(),
-            lifetime_budget=args.lifetime_budget,
-            max_epsilon_per_campaign=args.max_epsilon,
-        ) as client:
-            ledger = client.ledger()
-            pending = client.pending()
+        lifetime = Fraction(_budget("--lifetime-budget", args.lifetime_budget))
+        cap = Fraction(_budget("--max-epsilon", args.max_epsilon))
     except DeniableError as exc:
         print(f"deniable ledger: {exc}", file=sys.stderr)
         return 1
+    if (state_dir / DB_FILE).exists():
+        state = DeviceState(state_dir)  # read only: no network, nothing spent
+        try:
+            spends, pending = state.spent(), state.pending()
+        finally:
+            state.close()
+    else:
+        spends, pending = [], 0  # no device state yet: nothing was ever spent (and nothing is created)
+    ledger = build_ledger(spends, lifetime, cap)
     if args.json:
         print(json.dumps({**ledger.to_dict(), "pending": pending}, indent=2))
         return 0

@@ -20,11 +20,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
@@ -192,16 +192,14 @@ class Client:
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
         return Receipt(config.id, row.report_id, float(cost), False, recurring, config.trust_model, True)
 
-    def _resend(self, row: ReportRow, db: Any = None) -> Receipt:
-        """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing."""
-        queued = False
-        if not self._state.rejected(row.report_id):
-            if db is None:
-                with self._state.transaction() as tx:
-                    DeviceState.enqueue(tx, row.report_id, row.campaign_id, row.envelope)
-            else:
-                DeviceState.enqueue(db, row.report_id, row.campaign_id, row.envelope)
-            queued = True
+    def _resend(self, row: ReportRow, db: sqlite3.Connection) -> Receipt:
+        """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing.
+
+        A report the aggregator rejected is not queued again (it would be rejected again).
+        """
+        queued = not self._state.rejected(row.report_id)
+        if queued:
+            DeviceState.enqueue(db, row.report_id, row.campaign_id, row.envelope)
         return Receipt(row.campaign_id, row.report_id, 0.0, True, row.recurring, row.trust_model, queued)
 
     # -- delivery -----------------------------------------------------------------------------------------

@@ -302,11 +302,6 @@ class DeviceState:
         )
         return cur.rowcount == 1
 
-    def queued(self, report_id: str) -> bool:
-        """Whether ``report_id`` waits in the outbox."""
-        row = self._db.execute("SELECT 1 FROM outbox WHERE report_id = ?", (report_id,)).fetchone()
-        return row is not None
-
     def pending(self) -> int:
         """How many envelopes wait in the outbox."""
         return int(self._db.execute("SELECT COUNT(*) FROM outbox").fetchone()[0])

@@ -1,0 +1,131 @@
+"""Properties of the device ε ledger: whatever the sequence of answers, no budget is ever exceeded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deniable.client import BudgetExceeded, Client, Response
+from deniable.client.ledger import check_budget
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import encode_key, generate_keypair
+
+_PUBLIC = encode_key(generate_keypair()[1])
+
+
+class Campaigns:
+    """An in-memory stand-in for ``GET /api/v1/campaigns/<id>``: campaign ``c<i>`` has ε = epsilons[i]."""
+
+    def __init__(self, epsilons: list[float]) -> None:
+        self.configs = {
+            f"c{i}": CampaignConfig.create(
+                id=f"c{i}", question="q?", categories=["a", "b", "c"], epsilon=eps, mechanism="grr",
+                public_key=_PUBLIC,
+            ).to_json()
+            for i, eps in enumerate(epsilons)
+        }
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        assert method == "GET", "this stand-in serves configs only"
+        return Response(200, self.configs[path.rsplit("/", 1)[-1]])
+
+
+epsilons = st.lists(
+    st.sampled_from([0.1, 0.25, 0.3, 0.5, 1.0, 1.5, 2.0, 3.0, 4.5]), min_size=1, max_size=6
+)
+answers = st.lists(
+    st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), st.booleans()), min_size=1, max_size=25
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    epsilons=epsilons,
+    answers=answers,
+    lifetime=st.sampled_from([1.0, 2.5, 4.0, 10.0]),
+    cap=st.sampled_from([1.0, 3.0, 4.0]),
+)
+def test_no_sequence_of_answers_exceeds_a_budget(
+    epsilons: list[float], answers: list[tuple[int, str, bool]], lifetime: float, cap: float
+) -> None:
+    client = Client(
+        "http://127.0.0.1:9", None, transport=Campaigns(epsilons), lifetime_budget=lifetime,
+        max_epsilon_per_campaign=cap,
+    )
+    spent: dict[str, Fraction] = {}
+    mode: dict[str, bool] = {}
+    for which, value, recurring in answers:
+        cid = f"c{which % len(epsilons)}"
+        if mode.setdefault(cid, recurring) != recurring:
+            recurring = mode[cid]
+        eps = Fraction(epsilons[which % len(epsilons)])
+        total = sum(spent.values(), Fraction(0))
+        try:
+            receipt = client.submit(cid, value, recurring=recurring)
+        except BudgetExceeded as exc:
+            # Refused exactly when one of the two caps would be passed, with what was spent and is left.
+            mine = spent.get(cid, Fraction(0))
+            assert mine + eps > Fraction(cap) or total + eps > Fraction(lifetime)
+            assert exc.requested == float(eps)
+            assert exc.remaining >= 0
+            continue
+        spent[cid] = spent.get(cid, Fraction(0)) + Fraction(receipt.epsilon_spent)
+        assert receipt.epsilon_spent in (0.0, float(eps))
+        assert receipt.memoized == (receipt.epsilon_spent == 0.0)
+    ledger = client.ledger()
+    assert ledger.spent == float(sum(spent.values(), Fraction(0))) <= lifetime
+    assert ledger.remaining == float(Fraction(lifetime) - sum(spent.values(), Fraction(0)))
+    for campaign in ledger.campaigns:
+        assert campaign.epsilon <= cap
+        if not campaign.recurring:
+            assert campaign.reports == 1  # a one-shot campaign spends once, however often it is asked
+    assert client.pending() == sum(c.reports for c in ledger.campaigns)  # each paid report queued once
+    client.close()
+
+
+@given(
+    spent=st.fractions(min_value=0, max_value=20),
+    requested=st.fractions(min_value=Fraction(1, 100), max_value=10),
+    budget=st.fractions(min_value=Fraction(1, 100), max_value=20),
+)
+def test_check_budget_is_exact_at_the_boundary(spent: Fraction, requested: Fraction, budget: Fraction) -> None:
+    big = Fraction(10**6)
+    if spent + requested <= budget:
+        check_budget("c", requested, campaign_spent=Fraction(0), total_spent=spent, per_campaign=big,
+                     lifetime_budget=budget)
+    else:
+        with pytest.raises(BudgetExceeded) as info:
+            check_budget("c", requested, campaign_spent=Fraction(0), total_spent=spent, per_campaign=big,
+                         lifetime_budget=budget)
+        assert info.value.remaining == float(max(budget - spent, Fraction(0)))
+        assert info.value.spent == float(spent)
+
+
+def test_spending_exactly_the_whole_budget_is_allowed() -> None:
+    client = Client("http://127.0.0.1:9", None, transport=Campaigns([2.5, 2.5, 0.5]), lifetime_budget=5.0)
+    client.submit("c0", "a")
+    client.submit("c1", "b")
+    with pytest.raises(BudgetExceeded, match=r"ε=0 left"):
+        client.submit("c2", "c")
+    assert client.ledger().remaining == 0.0
+
+
+def test_cli_ledger_of_a_device_that_never_answered_creates_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "never"
+    out = subprocess.run(
+        [sys.executable, "-m", "deniable.aggregator.cli", "ledger", "--state-dir", str(state), "--json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert json.loads(out.stdout) == {
+        "campaigns": [], "spent": 0.0, "lifetime_budget": 10.0, "remaining": 10.0,
+        "max_epsilon_per_campaign": 4.0, "pending": 0,
+    }
+    assert not state.exists()
