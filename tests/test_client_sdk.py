@@ -607,3 +607,41 @@ def test_two_processes_sharing_a_state_dir_never_overspend(server: Server, tmp_p
     assert refused == 3 and a.ledger().spent == 3.0 == b.ledger().spent
     a.close()
     b.close()
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def test_cli_exit_codes(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0 delivered, 3 queued but undelivered (aggregator down for reports), 2 for a malformed --group."""
+    from deniable.aggregator.cli import main
+
+    server.campaign("cli-codes", ["x", "y"])
+    server.campaign("cli-codes-2", ["x", "y"])
+    posts_fail = {"on": False}
+
+    class Wired:
+        def __init__(self, url: str, *, timeout: float) -> None:
+            pass
+
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            if method == "POST" and posts_fail["on"]:
+                raise TransportError("connection reset (simulated)")
+            return server.transport.request(method, path, body)
+
+    monkeypatch.setattr("deniable.client.device.HTTPTransport", Wired)
+    monkeypatch.setattr("deniable.client.outbox.RetryPolicy.delay", lambda self, attempt: 0.0)
+    base = ["submit", "--aggregator", "http://127.0.0.1:9", "--state-dir", str(tmp_path / "cli"), "--value", "x"]
+    assert main([*base, "--campaign", "cli-codes"]) == 0
+    posts_fail["on"] = True
+    assert main([*base, "--campaign", "cli-codes-2"]) == 3
+    assert "queued, not delivered yet: connection reset" in capsys.readouterr().err
+    posts_fail["on"] = False
+    assert main([*base, "--campaign", "cli-codes-2"]) == 0  # the memoized report goes out now
+    assert server.n_reports("cli-codes-2") == 1
+    with pytest.raises(SystemExit) as info:
+        main([*base, "--campaign", "cli-codes", "--group", "country"])
+    assert info.value.code == 2
+    assert "--group must be field=value" in capsys.readouterr().err
