@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from flask import request
-from werkzeug.exceptions import BadRequest, UnsupportedMediaType
+from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
 __all__ = ["json_body", "query_float", "query_str"]
 
@@ -29,7 +29,14 @@ def json_body() -> Any:
         raise UnsupportedMediaType(
             f"the request body must be JSON with 'Content-Type: application/json', got {shown!r}"
         )
-    raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    try:
+        raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
+    except HTTPException:
+        raise
+    except Exception as exc:  # the WSGI server could not read the body (bad chunked encoding, cut connection)
+        raise BadRequest(
+            "the request body could not be read (malformed chunked encoding or a cut connection); send it again"
+        ) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
