@@ -8,16 +8,18 @@ only: no client address, user agent, query string, header or body ever reaches a
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from deniable.aggregator.app import create_app
 
-__all__ = ["ACCESS_LOG_FORMAT", "AggregatorServer", "PrivateLogger", "gunicorn_options"]
+__all__ = ["ACCESS_LOG_FORMAT", "AggregatorServer", "PrivateLogger", "gunicorn_options", "write_json_error"]
 
 #: method, path (no query string), status, response bytes, milliseconds.
 ACCESS_LOG_FORMAT = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
@@ -31,6 +33,18 @@ class PrivateLogger(Logger):  # type: ignore[misc]
 
     def warning(self, msg: Any, *args: Any, **kwargs: Any) -> None:
         super().warning(self._ADDRESS.sub("ip=[redacted]:", str(msg)), *args, **kwargs)
+
+
+def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's answer to a request it cannot parse (bad request line, oversized headers, bad chunking),
+    as the API's JSON error body ``{"error": {"code", "message"}}`` instead of gunicorn's HTML page."""
+    code = re.sub(r"[^a-z0-9]+", "_", reason.lower()).strip("_") or "bad_request"
+    body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
 def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) -> dict[str, Any]:
@@ -71,4 +85,5 @@ class AggregatorServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
+        gunicorn_util.write_error = write_json_error  # gunicorn has no hook for its protocol-error page
         return create_app(self.app_config)
