@@ -135,7 +135,8 @@ class Client:
 
         Raises ``InvalidParameter`` (unknown value, bad groups), ``InvalidConfig`` (invalid or changed
         config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
-        ``TransportError`` (the aggregator is unreachable and the campaign was never pinned).
+        ``TransportError`` (the aggregator is unreachable and this Client has not validated the campaign
+        yet; nothing was spent or queued).
         """
         with self._lock:
             pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id

@@ -4,7 +4,8 @@
 per value: a fresh 32-byte secret from :mod:`secrets`, its pseudonym, the mechanism's exact randomizer and
 an HPKE seal, exactly as :class:`~deniable.client.Client` does for one device, without a ledger or a
 database per device (each simulated device answers once, so its ledger would hold one spend). The
-envelopes are delivered in batches with the outbox's retry and backoff.
+envelopes are delivered in batches with the outbox's retry and backoff, one batch in flight while the next
+is being sealed.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
 
 from .config import fetch_config
-from .outbox import MAX_BATCH, RetryPolicy, post_batch
+from .outbox import MAX_BATCH, Delivery, RetryPolicy, post_batch
 from .report import central_refusal, randomize_index, seal_answer
 from .transport import HTTPTransport, Transport
 
@@ -53,6 +56,17 @@ class FleetResult:
     def reports_per_second(self) -> float:
         """Throughput of the whole run (randomize + encrypt + deliver)."""
         return self.devices / self.seconds if self.seconds > 0 else float("inf")
+
+
+def _check_groups(config: CampaignConfig, groups: Sequence[Mapping[str, str]] | None) -> None:
+    """Validate every distinct groups dict against the campaign before any device is simulated."""
+    probe = randomize_index(config, 0)
+    seen: set[str] = set()
+    for entry in groups or ():
+        key = repr(sorted(entry.items())) if isinstance(entry, Mapping) else repr(entry)
+        if key not in seen:
+            seen.add(key)
+            config.make_payload(probe, entry)  # raises InvalidParameter naming the problem
 
 
 def simulate_fleet(
@@ -89,32 +103,44 @@ def simulate_fleet(
     if config.trust_model == "central" and not allow_central:
         raise central_refusal(config)
     indices = [config.category_index(label) for label in values]  # every label checked before any work
+    _check_groups(config, groups)
     public_key = config.public_key_bytes
-    started = time.perf_counter()
-    accepted = duplicate = unsent = batches = 0
-    rejections: list[tuple[str, str, str]] = []
-    total = len(indices)
-    for start in range(0, total, batch_size):
-        stop = min(start + batch_size, total)
-        envelopes: list[dict[str, Any]] = []
+
+    def devices(start: int, stop: int) -> list[dict[str, Any]]:
+        envelopes = []
         for i in range(start, stop):
             pseudonym = make_pseudonym(secrets.token_bytes(32), campaign_id)
             report = randomize_index(config, indices[i])
             device_groups = None if groups is None else groups[i]
-            envelope = seal_answer(config, pseudonym, report, device_groups, public_key=public_key)
-            envelopes.append(envelope.to_json())
-        delivery = post_batch(link, campaign_id, envelopes, policy)
-        batches += 1
-        accepted += delivery.accepted
-        duplicate += len(delivery.delivered) - delivery.accepted
-        rejections.extend(delivery.rejected)
-        unsent += len(delivery.unsettled)
-        if delivery.error is not None and not delivery.delivered:
-            raise TransportError(
-                f"fleet stopped after {start} of {total} devices: {delivery.error}"
-            )
-        if progress is not None:
-            progress(stop, total)
+            envelopes.append(seal_answer(config, pseudonym, report, device_groups, public_key=public_key).to_json())
+        return envelopes
+
+    started = time.perf_counter()
+    accepted = duplicate = unsent = batches = 0
+    rejections: list[tuple[str, str, str]] = []
+    total = len(indices)
+    bounds = [(start, min(start + batch_size, total)) for start in range(0, total, batch_size)]
+    # One batch in flight while the next is randomized and sealed: the aggregator decrypts batch i while
+    # this process encrypts batch i+1.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deniable-fleet") as sender:
+        in_flight: Future[Delivery] | None = None
+        for n, (start, stop) in enumerate([*bounds, (total, total)]):
+            envelopes = devices(start, stop) if n < len(bounds) else []
+            if in_flight is not None:
+                delivery = in_flight.result()
+                done = bounds[n - 1][1]
+                batches += 1
+                accepted += delivery.accepted
+                duplicate += len(delivery.delivered) - delivery.accepted
+                rejections.extend(delivery.rejected)
+                unsent += len(delivery.unsettled)
+                if delivery.error is not None and not delivery.delivered:
+                    raise TransportError(
+                        f"fleet stopped after {bounds[n - 1][0]} of {total} devices: {delivery.error}"
+                    )
+                if progress is not None:
+                    progress(done, total)
+            in_flight = sender.submit(post_batch, link, campaign_id, envelopes, policy) if envelopes else None
     return FleetResult(
         campaign_id=campaign_id,
         devices=total,

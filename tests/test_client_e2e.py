@@ -23,6 +23,7 @@ from deniable.client import (
     Client,
     HTTPTransport,
     InvalidConfig,
+    InvalidParameter,
     Response,
     RetryPolicy,
     TransportError,
@@ -77,9 +78,17 @@ def test_fleet_estimates_are_within_their_intervals(
 
 
 def test_fleet_checks_every_label_before_sending(aggregator: RunningServer) -> None:
-    aggregator.create_campaign(id="fleet-labels", question="q?", categories=["a", "b"], epsilon=1.0)
-    with pytest.raises(ValueError, match="value 'zzz' is not a category"):
-        simulate_fleet(aggregator.url, "fleet-labels", ["a", "b", "zzz"])
+    aggregator.create_campaign(
+        id="fleet-labels", question="q?", categories=["a", "b"], epsilon=1.0, group_fields=["site"]
+    )
+    ok = {"site": "x"}
+    with pytest.raises(InvalidParameter, match="value 'zzz' is not a category"):
+        simulate_fleet(aggregator.url, "fleet-labels", ["a", "b", "zzz"], [ok, ok, ok])
+    values = ["a"] * 1200
+    with pytest.raises(InvalidParameter, match="group 'site' must be a string"):
+        simulate_fleet(aggregator.url, "fleet-labels", values, [ok] * 1100 + [{"site": ""}] * 100)
+    with pytest.raises(InvalidParameter, match="one dict per value"):
+        simulate_fleet(aggregator.url, "fleet-labels", values, [ok])
     assert aggregator.estimate("fleet-labels")["n"] == 0
 
 
