@@ -24,8 +24,9 @@ What is audited (``--mechanism``):
   as the device's exact ``randomize`` (the exact samplers are tested against their probabilities
   elsewhere). Each report is reduced to its support pattern (0 ∈ Support(y), 1 ∈ Support(y)): for these
   pure protocols the likelihood ratio P(y | 0)/P(y | 1) is a function of that pattern, so no event is lost.
-* ``discrete-laplace``: the central release of one count (0 against 1, sensitivity 1), the noise drawn as
-  a difference of two geometric variables, which is the two-sided geometric law.
+* ``discrete-laplace`` and ``laplace``: the central release of one count (0 against 1, sensitivity 1), the
+  noise drawn as a difference of two geometric variables, which is the two-sided geometric law (per
+  2^−20 lattice step for ``laplace``, the lattice the service draws its Laplace noise on).
 * ``--exact`` (``exact=True``) audits the code the product runs instead of its simulation: each device
   report from ``randomize`` and each noise draw from the service's exact sampler, all from ``secrets``
   (no seed; about 20-60 µs per run).
@@ -57,15 +58,18 @@ __all__ = [
     "Neighbours",
     "audit",
     "audit_neighbours",
+    "central_neighbours",
     "clopper_pearson",
-    "discrete_laplace_neighbours",
     "local_neighbours",
     "register",
     "subsample_neighbours",
 ]
 
 #: Names ``deniable audit --mechanism`` accepts.
-AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "subsample")
+AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "laplace", "subsample")
+
+#: Most prefixes of the ranked outcomes the event search evaluates (beta quantiles are costly).
+_MAX_CUTS = 1024
 
 #: Records besides the target in the subsampling audit (Example 3).
 _SUBSAMPLE_OTHERS = 9
@@ -75,13 +79,14 @@ _SUBSAMPLE_OTHERS = 9
 class Neighbours:
     """A mechanism on two neighbouring inputs: ``sample(which, size, rng)`` returns integer outcome codes
     of ``size`` runs on input ``which`` (0 or 1); ``describe(code)`` names an outcome; ``ordered`` names
-    the output when codes are its values in order (threshold events are then tried too)."""
+    the output when codes are its values in order, in steps of ``unit`` (threshold events are then tried too)."""
 
     name: str
     claimed_epsilon: float
     sample: Callable[[int, int, np.random.Generator], IntArray]
     describe: Callable[[int], str]
     ordered: str | None = None
+    unit: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,9 @@ def _log_ratio_bound(k0: Any, n0: Any, k1: Any, n1: Any, confidence: float) -> A
 def _best_event(c0: IntArray, c1: IntArray, confidence: float, ordered: bool) -> tuple[int, str, IntArray]:
     """The event with the best ε bound on the selection samples: (direction, shape, outcome indices).
 
-    Candidates are the prefixes of the outcomes ranked by their own ε bound, and for ordered outcomes also
-    the threshold events {≤ t} and {≥ t}; direction 0 favours D0, 1 favours D1.
+    Candidates are the prefixes of the outcomes ranked by their own ε bound or, for ordered outcomes (the
+    central noise, whose likelihood ratio is monotone), the threshold events {≤ t} and {≥ t}: unions of
+    fine-grained outcomes would fit the selection half and not generalize. Direction 0 favours D0, 1 D1.
     """
     import numpy as np
 
@@ -180,25 +186,28 @@ def _best_event(c0: IntArray, c1: IntArray, confidence: float, ordered: bool) ->
     m = c0.size
     best: tuple[float, int, str, IntArray] | None = None
     for direction, (a, b, na, nb) in enumerate(((c0, c1, n0, n1), (c1, c0, n1, n0))):
-        # Rank outcomes by their own ε bound, so that rare outcomes with noisy ratios come last.
-        own = _log_ratio_bound(a, na, b, nb, confidence)
-        orders = {"ratio": np.lexsort((-a, -own))}
-        if ordered:
-            orders.update({"at-most": np.arange(m), "at-least": np.arange(m)[::-1]})
+        if ordered:  # noise with a monotone likelihood ratio: the best events are thresholds
+            orders = {"at-most": np.arange(m), "at-least": np.arange(m)[::-1]}
+        else:  # rank outcomes by their own ε bound, so that rare outcomes with noisy ratios come last
+            own = _log_ratio_bound(a, na, b, nb, confidence)
+            orders = {"ratio": np.lexsort((-a, -own))}
         for shape, order in orders.items():
-            bounds = _log_ratio_bound(np.cumsum(a[order]), na, np.cumsum(b[order]), nb, confidence)
-            j = int(np.argmax(bounds))
-            if best is None or bounds[j] > best[0]:
-                best = (float(bounds[j]), direction, shape, order[: j + 1])
+            # Prefix ends to try: all of them, or 1024 evenly spaced ones when outcomes are fine-grained.
+            ends = np.unique(np.linspace(0, m - 1, min(m, _MAX_CUTS)).astype(np.int64))
+            ka, kb = np.cumsum(a[order])[ends], np.cumsum(b[order])[ends]
+            bounds = _log_ratio_bound(ka, na, kb, nb, confidence)
+            j = int(ends[int(np.argmax(bounds))])
+            if best is None or float(bounds.max()) > best[0]:
+                best = (float(bounds.max()), direction, shape, order[: j + 1])
     assert best is not None
     return best[1], best[2], best[3]
 
 
 def _describe(target: Neighbours, codes: IntArray, shape: str, event: IntArray) -> str:
     if shape == "at-most":
-        return f"{target.ordered} ≤ {int(codes[event[-1]])}"
+        return f"{target.ordered} ≤ {int(codes[event[-1]]) * target.unit:g}"
     if shape == "at-least":
-        return f"{target.ordered} ≥ {int(codes[event[-1]])}"
+        return f"{target.ordered} ≥ {int(codes[event[-1]]) * target.unit:g}"
     names = [target.describe(int(codes[i])) for i in sorted(event.tolist())]
     return " or ".join(names[:6]) + (f" or … ({len(names)} outcomes)" if len(names) > 6 else "")
 
@@ -298,29 +307,38 @@ def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = No
     return Neighbours(f"{mechanism.name}(k={mechanism.k})", claim, sample, describe)
 
 
-def discrete_laplace_neighbours(
-    epsilon: float, *, claimed_epsilon: float | None = None, exact: bool = False
+def central_neighbours(
+    epsilon: float, *, noise: str = "discrete-laplace", claimed_epsilon: float | None = None, exact: bool = False
 ) -> Neighbours:
-    """The central release of one count (0 on D0, 1 on D1) with discrete Laplace noise, a = e^(−ε);
-    ``exact=True`` draws the noise with the service's own exact sampler (``central.sample_noise``)."""
+    """The central release of one count (0 on D0, 1 on D1, sensitivity 1) with the service's noise.
+
+    ``discrete-laplace``: a = e^(−ε), simulated as a difference of two geometric variables. ``laplace``:
+    the same law on the lattice 2^−20·ℤ (a = e^(−ε·2^−20) per lattice step), outcomes coded in lattice
+    steps. ``exact=True`` draws with the service's own exact sampler (``central.sample_noise``).
+    """
     import numpy as np
 
-    from .central import noise_scale, sample_noise
+    from .central import LATTICE_BITS, NOISES, noise_scale, sample_noise
 
-    success = -math.expm1(-epsilon)  # 1 − a
+    if noise not in NOISES:
+        raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
+    steps = 1 if noise == "discrete-laplace" else 2**LATTICE_BITS  # lattice steps per unit of count
+    success = -math.expm1(-epsilon / steps)  # 1 − a per step
     scale = noise_scale(epsilon, 1)
 
     def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
         if exact:
-            draws = (int(sample_noise("discrete-laplace", scale)) for _ in range(size))
-            noise = np.fromiter(draws, np.int64, size)
+            draws = (int(sample_noise(noise, scale) * steps) for _ in range(size))
+            noise_steps = np.fromiter(draws, np.int64, size)
         else:
-            noise = rng.geometric(success, size) - rng.geometric(success, size)
-        result: IntArray = noise.astype(np.int64) + which
+            noise_steps = rng.geometric(success, size) - rng.geometric(success, size)
+        result: IntArray = noise_steps.astype(np.int64) + which * steps
         return result
 
     claim = epsilon if claimed_epsilon is None else claimed_epsilon
-    return Neighbours("discrete-laplace(count)", claim, sample, lambda code: f"output = {code}", "output")
+    return Neighbours(
+        f"{noise}(count)", claim, sample, lambda code: f"output = {code / steps:g}", "output", 1.0 / steps
+    )
 
 
 def subsample_neighbours(p: float, *, claimed_epsilon: float) -> Neighbours:
@@ -364,8 +382,8 @@ def audit(
     of ``subsample``. ``exact=True`` audits the exact ``secrets``-driven samplers the product runs
     (local randomizers and the central discrete Laplace) rather than their seeded simulations.
     """
-    if mechanism == "discrete-laplace":
-        target = discrete_laplace_neighbours(epsilon, exact=exact)
+    if mechanism in ("discrete-laplace", "laplace"):
+        target = central_neighbours(epsilon, noise=mechanism, exact=exact)
     elif mechanism == "subsample":
         target = subsample_neighbours(p, claimed_epsilon=epsilon)
     elif mechanism in MECHANISMS:

@@ -24,7 +24,7 @@ TRIALS = 100_000
 
 @pytest.mark.parametrize(
     ("mechanism", "k"),
-    [("binary-rr", 2), ("grr", 4), ("grr", 16), ("oue", 4), ("olh", 8), ("discrete-laplace", 2)],
+    [("binary-rr", 2), ("grr", 4), ("grr", 16), ("oue", 4), ("olh", 8), ("discrete-laplace", 2), ("laplace", 2)],
 )
 @pytest.mark.parametrize("epsilon", [0.5, 2.0])
 def test_shipped_mechanisms_stay_within_their_epsilon(mechanism: str, k: int, epsilon: float) -> None:
@@ -109,7 +109,7 @@ def test_cli_reports_and_exits_nonzero_on_a_violation(capsys: pytest.CaptureFixt
     assert "'trials' must be" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("mechanism", "k"), [("grr", 4), ("oue", 3), ("discrete-laplace", 2)])
+@pytest.mark.parametrize(("mechanism", "k"), [("grr", 4), ("oue", 3), ("discrete-laplace", 2), ("laplace", 2)])
 def test_the_exact_samplers_the_product_runs_stay_within_epsilon(mechanism: str, k: int) -> None:
     """``exact=True`` audits ``randomize`` / ``central.sample_noise`` (secrets, no seed): ε_LB ≤ ε fails
     with probability ≤ 1 − confidence = 1e-6 if the samplers are right; a loose floor keeps it non-vacuous."""
