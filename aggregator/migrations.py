@@ -8,9 +8,10 @@ What the store holds, and what it deliberately does not:
 
 * ``campaigns``: the public campaign descriptor (JSON) and its mutable state (status, report count, and
   for central campaigns the trust model, budget, adjacency and ε spent).
-* ``reports``: one row per accepted report: its random report id, the device's per-campaign pseudonym,
-  the group key, the decoded *randomized* report as compact JSON and the UTC day it arrived. No IP
-  address, user agent, ciphertext or timestamp finer than a day is ever stored.
+* ``reports``: one row per accepted report: its random report id (16 bytes) and the device's
+  per-campaign pseudonym (32 bytes), as the raw bytes of their hex wire form; the group key; the decoded
+  *randomized* report as compact JSON; the UTC day it arrived. No IP address, user agent, ciphertext or
+  timestamp finer than a day is ever stored.
 * ``tallies``: the sufficient statistic ``Tally(n, support)`` per campaign and group, updated in the same
   transaction as the reports, so that it always equals a recount (``deniable verify``).
 * ``central_releases``: noisy releases of central campaigns, kept so that the same release asked twice
@@ -42,8 +43,8 @@ _V1: tuple[str, ...] = (
     """
     CREATE TABLE reports (
         campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
-        report_id    TEXT NOT NULL,
-        pseudonym    TEXT NOT NULL,
+        report_id    BLOB NOT NULL,
+        pseudonym    BLOB NOT NULL,
         groups_json  TEXT NOT NULL,
         report_json  TEXT NOT NULL,
         received_day TEXT NOT NULL,

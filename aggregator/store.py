@@ -94,7 +94,7 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
-def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
+def _chunks(items: Sequence[bytes], size: int = _IN_CHUNK) -> Iterator[Sequence[bytes]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -230,9 +230,9 @@ class Store:
 
     @staticmethod
     def _existing(
-        conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[str]
-    ) -> set[str]:
-        found: set[str] = set()
+        conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[bytes]
+    ) -> set[bytes]:
+        found: set[bytes] = set()
         for chunk in _chunks(values):
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(
@@ -259,25 +259,29 @@ class Store:
                 raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
             if status[0] != "open":
                 raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
-            known_ids = self._existing(conn, campaign_id, "report_id", [r.report_id for r in reports])
-            known_devices = self._existing(conn, campaign_id, "pseudonym", [r.pseudonym for r in reports])
+            ids = [bytes.fromhex(r.report_id) for r in reports]
+            devices = [bytes.fromhex(r.pseudonym) for r in reports]
+            known_ids = self._existing(conn, campaign_id, "report_id", ids)
+            known_devices = self._existing(conn, campaign_id, "pseudonym", devices)
             outcomes: list[tuple[str, str | None]] = []
-            rows: list[tuple[str, ...]] = []
+            rows: list[tuple[str | bytes, ...]] = []
             deltas: dict[tuple[str, str], list[int]] = {}
-            for report in reports:
-                if report.report_id in known_ids:
+            group_keys: dict[tuple[tuple[str, str], ...], str] = {}
+            for report, report_id, device in zip(reports, ids, devices, strict=True):
+                if report_id in known_ids:
                     outcomes.append(("duplicate", _SAME_REPORT))
                     continue
-                if report.pseudonym in known_devices:
+                if device in known_devices:
                     outcomes.append(("duplicate", _SAME_DEVICE))
                     continue
-                known_ids.add(report.report_id)
-                known_devices.add(report.pseudonym)
+                known_ids.add(report_id)
+                known_devices.add(device)
                 outcomes.append(("accepted", None))
-                groups_json = _compact(report.groups)
-                rows.append(
-                    (campaign_id, report.report_id, report.pseudonym, groups_json, report.report_json, day)
-                )
+                items = tuple(report.groups.items())
+                groups_json = group_keys.get(items)
+                if groups_json is None:
+                    groups_json = group_keys[items] = _compact(report.groups)
+                rows.append((campaign_id, report_id, device, groups_json, report.report_json, day))
                 keys = [OVERALL] + [(f, report.groups[f]) for f in group_fields if f in report.groups]
                 for key in keys:
                     delta = deltas.get(key)
@@ -342,7 +346,7 @@ class Store:
             "SELECT report_id, groups_json, report_json FROM reports WHERE campaign_id = ?", (campaign_id,)
         )
         for report_id, groups_json, report_json in rows:
-            yield report_id, json.loads(groups_json), report_json
+            yield report_id.hex(), json.loads(groups_json), report_json
 
     def count_reports(self, campaign_id: str) -> int:
         """The number of stored reports of the campaign (a full count, not the counter)."""
