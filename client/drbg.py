@@ -1,10 +1,12 @@
 """HMAC_DRBG (NIST SP 800-90A Rev. 1, §10.1.2) with SHA-256, and an exact ``randbelow`` driven by it.
 
 The device uses it for one thing: RAPPOR's *permanent* randomized response (Erlingsson, Pihur and Korolova,
-"RAPPOR", CCS 2014, §3 and §6: "the PRR is memoized … derived from an HMAC_DRBG seeded with the client
-secret and the value"). Seeding the generator with the device secret and (campaign, value) makes the
-randomized report a deterministic function of them, so the same value always yields the same report
-without a table of raw values on disk, while different devices (different secrets) get independent draws.
+"RAPPOR", CCS 2014). Chromium's RAPPOR client does the same (``components/rappor/rappor_metric.cc``: the
+fake-data mask of a report comes from an ``HmacByteVectorGenerator``, an HMAC_DRBG keyed with the client
+secret and personalized with the metric and its data). Seeding the generator with the device secret and
+(campaign, value) makes the randomized report a deterministic function of them, so the same value always
+yields the same report without a table of raw values on disk, while different devices (different secrets)
+get independent draws.
 
 Security: HMAC_DRBG is a NIST-approved deterministic random bit generator; with a 256-bit secret seed its
 output is computationally indistinguishable from uniform to anyone who does not hold the secret, so the
