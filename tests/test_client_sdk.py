@@ -591,6 +591,36 @@ def test_concurrent_submits_never_overspend(server: Server, make_client: Callabl
     assert client.flush() == 5
 
 
+def test_flushing_while_submitting_delivers_each_report_once(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    for i in range(16):
+        server.campaign(f"busy-{i}", ["x", "y"], epsilon=0.5)
+    client = make_client(batch_size=3)
+    stop = threading.Event()
+    delivered: list[int] = []
+
+    def flusher() -> None:
+        while not stop.is_set():
+            delivered.append(client.flush())
+
+    background = threading.Thread(target=flusher)
+    background.start()
+    submitters = [
+        threading.Thread(target=lambda j=j: [client.submit(f"busy-{i}", "y") for i in range(j, 16, 4)])
+        for j in range(4)
+    ]
+    for t in submitters:
+        t.start()
+    for t in submitters:
+        t.join()
+    stop.set()
+    background.join()
+    delivered.append(client.flush())
+    assert client.pending() == 0 and sum(delivered) == 16
+    assert [server.n_reports(f"busy-{i}") for i in range(16)] == [1] * 16
+
+
 def test_two_processes_sharing_a_state_dir_never_overspend(server: Server, tmp_path: Path) -> None:
     """Two Client objects on one state dir (as an app and the CLI would be): one SQLite transaction each."""
     for i in range(6):
