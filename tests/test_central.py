@@ -144,7 +144,7 @@ def _store(tmp_path: Path, *, budget: float = 1.0, adjacency: str = "add-remove"
 
 def _add(store: Store, start: int, n: int) -> None:
     rows = [
-        ReportRow(f"r{i}", f"p{i}", {"region": "north" if i % 3 else "south"}, json.dumps(i % K), (i % K,))
+        ReportRow(f"{i:032x}", f"{i:064x}", {"region": "north" if i % 3 else "south"}, json.dumps(i % K), (i % K,))
         for i in range(start, start + n)
     ]
     store.ingest("c", rows, k=K, group_fields=["region"])
