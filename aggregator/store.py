@@ -67,7 +67,8 @@ class CampaignRecord:
 class ReportRow:
     """One decoded, validated report ready to store.
 
-    ``report_json`` is the compact JSON of the *randomized* report (never the raw value in local mode);
+    ``report_id`` and ``pseudonym`` are the envelope's hex strings (32 and 64 hex digits; stored as raw
+    bytes). ``report_json`` is the compact JSON of the *randomized* report (never the raw value in local mode);
     ``support`` lists the categories whose support contains it (for central campaigns: the one value).
     """
 
