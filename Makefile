@@ -27,3 +27,16 @@ demo: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# A longer fuzz run than CI's: schemathesis and hypothesis with FUZZ_EXAMPLES examples per operation (CI: 25).
+FUZZ_EXAMPLES ?= 500
+fuzz: $(STAMP)
+	DENIABLE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -m fuzz -p no:cacheprovider -s \
+		tests/test_fuzz_api.py tests/test_fuzz_bodies.py
+
+# Steady uploads against a self-started server with retrying clients; fails if any report is lost.
+SOAK_SECONDS ?= 180
+SOAK_RATE ?= 200
+SOAK_KILLS ?= 0
+soak: $(STAMP)
+	$(BIN)/python benchmarks/soak.py --seconds $(SOAK_SECONDS) --rate $(SOAK_RATE) --kills $(SOAK_KILLS)
