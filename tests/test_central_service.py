@@ -122,3 +122,20 @@ def test_the_client_sends_raw_values_only_after_opting_in(aggregator: RunningSer
     assert result.accepted == 100
     body = aggregator.estimate("optin-central")
     assert abs(body["categories"][1]["count"] - 30) < 60
+
+
+def test_the_accountant_survives_a_crash(fresh_aggregator: RunningServer) -> None:
+    """ε spent and stored releases are in the database: a SIGKILLed server restarts with both."""
+    config = _central(fresh_aggregator, "crash-central")
+    _fill(fresh_aggregator, config, 100, seed=4)
+    first = fresh_aggregator.estimate("crash-central")
+    fresh_aggregator.kill()
+    fresh_aggregator.restart()
+    again = fresh_aggregator.estimate("crash-central")
+    assert again["cached"] is True and again["epsilon_spent"] == 0.5
+    assert [r["count"] for r in again["categories"]] == [r["count"] for r in first["categories"]]
+    assert fresh_aggregator.estimate("crash-central", noise="laplace")["epsilon_spent"] == 1.0
+    refused = fresh_aggregator.get(
+        "/api/v1/campaigns/crash-central/estimate", role="analyst", params={"level": 0.9, "group_by": "region"}
+    )
+    assert refused.status_code == 409
