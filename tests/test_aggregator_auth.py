@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import re
 import tempfile
+from pathlib import Path
 
 import pytest
+from flask import Flask
 from support.server import RunningServer
 
 from deniable.aggregator.app import create_app
 from deniable.aggregator.auth import ADMIN, ANALYST, PUBLIC, ROUTE_ACCESS, role_of_token
 
-_DATA = tempfile.TemporaryDirectory(prefix="deniable-auth-")
-APP = create_app({"DATA_DIR": _DATA.name, "ADMIN_TOKEN": "x" * 20, "ANALYST_TOKEN": "y" * 20})
-ROUTES = sorted(
-    (rule.rule, method, rule.endpoint)
-    for rule in APP.url_map.iter_rules()
-    for method in rule.methods - {"HEAD", "OPTIONS"}
-)
+
+def make_app(data_dir: str) -> Flask:
+    return create_app({"DATA_DIR": data_dir, "ADMIN_TOKEN": "x" * 20, "ANALYST_TOKEN": "y" * 20})
+
+
+with tempfile.TemporaryDirectory(prefix="deniable-auth-") as _collect_dir:
+    ROUTES = sorted(
+        (rule.rule, method, rule.endpoint)
+        for rule in make_app(_collect_dir).url_map.iter_rules()
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    )
 
 
 def concrete(rule: str) -> str:
@@ -79,8 +85,8 @@ def test_tokens_compare_by_value_only() -> None:
     assert role_of_token("ä", admin="a" * 10, analyst="b" * 10) is None
 
 
-def test_a_route_missing_from_the_table_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_route_missing_from_the_table_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delitem(ROUTE_ACCESS, "health.healthz")
-    response = APP.test_client().get("/healthz")
+    response = make_app(str(tmp_path)).test_client().get("/healthz")
     assert response.status_code == 403
     assert "ROUTE_ACCESS" in response.json["error"]["message"]

@@ -4,7 +4,6 @@ the responses the app really gives conform to it (a bounded schemathesis run, in
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -23,11 +22,12 @@ from deniable.aggregator.auth import PUBLIC, ROUTE_ACCESS
 from deniable.aggregator.openapi import document
 
 ADMIN = "openapi-admin-token"
-_DATA = tempfile.TemporaryDirectory(prefix="deniable-openapi-")
 
 
-def make_app() -> Flask:
-    return create_app({"DATA_DIR": _DATA.name, "ADMIN_TOKEN": ADMIN, "ANALYST_TOKEN": "openapi-analyst"})
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Flask:
+    data_dir = tmp_path_factory.mktemp("openapi")
+    return create_app({"DATA_DIR": data_dir, "ADMIN_TOKEN": ADMIN, "ANALYST_TOKEN": "openapi-analyst"})
 
 
 def app_operations(app: Flask) -> dict[tuple[str, str], str]:
@@ -40,13 +40,12 @@ def app_operations(app: Flask) -> dict[tuple[str, str], str]:
     return operations
 
 
-def test_every_route_is_documented_and_nothing_else() -> None:
+def test_every_route_is_documented_and_nothing_else(app: Flask) -> None:
     documented = {(path, method) for path, item in document()["paths"].items() for method in item}
-    assert documented == set(app_operations(make_app()))
+    assert documented == set(app_operations(app))
 
 
-def test_every_route_is_classified_and_its_security_matches_the_table() -> None:
-    app = make_app()
+def test_every_route_is_classified_and_its_security_matches_the_table(app: Flask) -> None:
     operations = app_operations(app)
     assert set(operations.values()) == set(ROUTE_ACCESS)  # one table, complete, nothing stale
     paths = document()["paths"]
@@ -69,14 +68,13 @@ def test_every_operation_documents_its_errors_with_the_error_schema() -> None:
                 assert {"401", "403"} <= set(operation["responses"]), (path, method)
 
 
-def test_the_served_document_is_the_module_document() -> None:
-    response = make_app().test_client().get("/api/v1/openapi.json")
+def test_the_served_document_is_the_module_document(app: Flask) -> None:
+    response = app.test_client().get("/api/v1/openapi.json")
     assert response.status_code == 200 and response.json == document()
 
 
 @pytest.fixture(scope="module")
-def seeded_app() -> Iterator[Flask]:
-    app = make_app()
+def seeded_app(app: Flask) -> Iterator[Flask]:
     client = app.test_client()
     client.post(
         "/api/v1/campaigns",
