@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
         "--workers", type=int, default=_env_int("WORKERS", 2), help="processes (env DENIABLE_WORKERS)"
     )
     serve.add_argument(
-        "--threads", type=int, default=_env_int("THREADS", 4), help="threads each (env DENIABLE_THREADS)"
+        "--threads", type=int, default=_env_int("THREADS", 2), help="threads each (env DENIABLE_THREADS)"
     )
     for role in ("admin", "analyst"):
         serve.add_argument(
