@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import socket
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,8 @@ SCALE = max(1, int(os.environ.get("DENIABLE_FUZZ_EXAMPLES", "25")) // 25)
 CAMPAIGN = "bodies"
 REPORTS = f"/api/v1/campaigns/{CAMPAIGN}/reports"
 POOL = 400
+#: HTTP answers received by this module, by status (printed at the end).
+STATUSES: Counter[int] = Counter()
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
@@ -73,6 +76,9 @@ class Pool(list[dict[str, Any]]):
 @pytest.fixture(scope="module")
 def pool(aggregator: RunningServer) -> list[dict[str, Any]]:
     """Valid envelopes of an OLH campaign with a group field (each example spends fresh ones)."""
+    aggregator.session.hooks["response"].append(
+        lambda response, *args, **kwargs: STATUSES.update([response.status_code])
+    )
     raw = aggregator.create_campaign(
         id=CAMPAIGN, question="Fuzzed bodies?", categories=[f"c{i}" for i in range(8)], epsilon=2.0,
         mechanism="olh", group_fields=["site"],
@@ -377,6 +383,7 @@ def test_broken_http_gets_a_json_error(aggregator: RunningServer, name: str) -> 
         assert name == "short body"
         return
     status = int(head.split(b" ", 2)[1])
+    STATUSES[status] += 1
     assert status < 500 or (status == 501 and name == "unknown transfer coding"), answer[:300]
     if status >= 400:
         assert b"content-type: application/json" in head.lower(), answer[:400]
@@ -396,3 +403,5 @@ def test_the_server_is_healthy_and_ingests_after_the_onslaught(
     assert 1 <= estimate["n"] <= POOL + 1
     assert "Traceback" not in aggregator.logs()
     assert "internal_error" not in aggregator.logs()
+    assert not any(status >= 500 and status != 501 for status in STATUSES)
+    print(f"\nhypothesis bodies: {sum(STATUSES.values())} requests, statuses {dict(sorted(STATUSES.items()))}")
