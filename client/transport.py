@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -46,6 +47,34 @@ def error_message(response: Response) -> str:
     return f"HTTP {response.status}"
 
 
+class _NoDelayHTTPConnection(http.client.HTTPConnection):
+    """http.client sends headers and body in two writes; without TCP_NODELAY, Nagle's algorithm and the
+    peer's delayed ACK stall every POST by ~40 ms."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _NoDelayHTTPSConnection(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _NoDelayHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_NoDelayHTTPConnection, req)
+
+
+class _NoDelayHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_NoDelayHTTPSConnection, req)
+
+
+_OPENER = urllib.request.build_opener(_NoDelayHTTPHandler, _NoDelayHTTPSHandler)
+
+
 class HTTPTransport:
     """:class:`Transport` over ``urllib.request`` to ``base_url`` (``http://`` or ``https://`` only)."""
 
@@ -70,7 +99,7 @@ class HTTPTransport:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310 (scheme checked)
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 return Response(resp.status, _decode(resp.read(), resp.status, url))
         except urllib.error.HTTPError as exc:
             with exc:
