@@ -280,7 +280,8 @@ def test_estimate_summary_is_json_ready() -> None:
 def test_public_surface_is_pinned() -> None:
     assert sorted(mechanisms.__all__) == sorted(
         [
-            "GRR", "MAX_EPSILON", "MAX_K", "MECHANISMS", "OLH", "OUE", "BinaryRR", "Estimate", "Mechanism",
+            "GRR", "MAX_EPSILON", "MAX_K", "MECHANISMS", "MIN_EPSILON", "OLH", "OUE",
+            "BinaryRR", "Estimate", "Mechanism",
             "OLHReport", "OLHReports", "Tally", "choose_mechanism", "mechanism_from_name", "olh_hash",
             "project_to_simplex",
         ]
@@ -298,3 +299,11 @@ def test_olh_hash_known_answers() -> None:
     assert (a, b) == (19088744, 162254320)
     assert [olh_hash(seed, v, 21) for v in range(8)] == [4, 0, 17, 13, 9, 5, 1, 18]
     assert all(olh_hash(seed, v, 21) == ((a * v + b) % prime) % 21 for v in range(1000))
+
+
+def test_vanishing_epsilon_is_refused_and_small_epsilon_stays_precise() -> None:
+    with pytest.raises(InvalidParameter, match="'epsilon' must be at least 1e-06"):
+        GRR(8e-292, 2)
+    for m in (GRR(1e-6, 3), OUE(1e-6, 3), OLH(1e-6, 3), BinaryRR(1e-6)):
+        assert math.isfinite(m.per_user_variance())
+        assert m.gap == pytest.approx(m.p_star - m.q_star, rel=1e-6)

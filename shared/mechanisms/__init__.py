@@ -8,7 +8,7 @@ See :mod:`.estimate` for the estimator and its variance and :mod:`deniable.share
 exact samplers.
 """
 
-from .base import MAX_EPSILON, MAX_K, Mechanism
+from .base import MAX_EPSILON, MAX_K, MIN_EPSILON, Mechanism
 from .choose import MECHANISMS, choose_mechanism, mechanism_from_name
 from .estimate import Estimate, Tally, project_to_simplex
 from .grr import GRR, BinaryRR
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_EPSILON",
     "MAX_K",
     "MECHANISMS",
+    "MIN_EPSILON",
     "OLH",
     "OUE",
     "BinaryRR",

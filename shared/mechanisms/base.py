@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MAX_EPSILON", "MAX_K", "Mechanism", "check_epsilon", "check_k"]
+__all__ = ["MAX_EPSILON", "MAX_K", "MIN_EPSILON", "Mechanism", "check_epsilon", "check_k"]
 
 #: Largest ε a mechanism accepts. Beyond it randomized response is no longer meaningfully private.
 MAX_EPSILON = 20.0
+#: Smallest ε: below it (p*−q*)² ≈ ε² loses all precision and the variance overflows.
+MIN_EPSILON = 1e-6
 #: Largest domain size (bounded by the OLH hash's prime 2^31 − 1 and by unary reports' size).
 MAX_K = 1 << 20
 
@@ -40,6 +42,10 @@ def check_epsilon(epsilon: object) -> float:
     value = float(epsilon)
     if not math.isfinite(value) or not 0 < value <= MAX_EPSILON:
         raise InvalidParameter(f"'epsilon' must be a finite number in (0, {MAX_EPSILON:g}], got {epsilon!r}")
+    if value < MIN_EPSILON:
+        raise InvalidParameter(
+            f"'epsilon' must be at least {MIN_EPSILON:g}: smaller values leave no usable signal, got {epsilon!r}"
+        )
     return value
 
 
@@ -83,10 +89,15 @@ class Mechanism(ABC):
     def q_star(self) -> float:
         """P(v ∈ Support(y) | x ≠ v)."""
 
+    @property
+    def gap(self) -> float:
+        """p* − q*; subclasses compute it with expm1 so that it keeps full precision at small ε."""
+        return self.p_star - self.q_star
+
     def per_user_variance(self) -> float:
         """Approximate variance of one count per respondent, q*(1−q*)/(p*−q*)² (the n_v → 0 term)."""
-        p, q = self.p_star, self.q_star
-        return q * (1 - q) / (p - q) ** 2
+        q = self.q_star
+        return q * (1 - q) / self.gap**2
 
     # -- values ----------------------------------------------------------------------------------------
     def check_value(self, value: object) -> int:
@@ -170,10 +181,10 @@ class Mechanism(ABC):
 
         if tally.k != self.k:
             raise InvalidParameter(f"tally has {tally.k} categories, mechanism has k={self.k}")
-        p, q = self.p_star, self.q_star
+        p, q, gap = self.p_star, self.q_star, self.gap
         support = np.asarray(tally.support, dtype=np.float64)
-        counts = (support - tally.n * q) / (p - q)
-        variance = tally.n * q * (1 - q) / (p - q) ** 2 + counts * (1 - p - q) / (p - q)
+        counts = (support - tally.n * q) / gap
+        variance = tally.n * q * (1 - q) / gap**2 + counts * (1 - p - q) / gap
         return Estimate(self.name, self.epsilon, tally.n, counts, np.maximum(variance, 0.0), tally)
 
     def count_variance(self, true_counts: Sequence[int] | Iterable[int]) -> npt.NDArray[np.float64]:
@@ -187,6 +198,6 @@ class Mechanism(ABC):
         if counts.shape != (self.k,) or (counts < 0).any():
             raise InvalidParameter(f"'true_counts' must be {self.k} non-negative counts")
         n = counts.sum()
-        p, q = self.p_star, self.q_star
-        result: npt.NDArray[np.float64] = n * q * (1 - q) / (p - q) ** 2 + counts * (1 - p - q) / (p - q)
+        p, q, gap = self.p_star, self.q_star, self.gap
+        result: npt.NDArray[np.float64] = n * q * (1 - q) / gap**2 + counts * (1 - p - q) / gap
         return result

@@ -39,6 +39,11 @@ class GRR(Mechanism):
         return 1.0 / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
 
     @property
+    def gap(self) -> float:
+        """p − q = (1 − e^(−ε))/(1 + (k−1)e^(−ε)), computed with expm1 so it stays exact for small ε."""
+        return -math.expm1(-self.epsilon) / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
+
+    @property
     def q_star(self) -> float:
         return math.exp(-self.epsilon) / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
 

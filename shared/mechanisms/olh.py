@@ -83,6 +83,12 @@ class OLH(Mechanism):
     def q_star(self) -> float:
         return 1.0 / self.g
 
+    @property
+    def gap(self) -> float:
+        """p* − 1/g = (g−1)(e^ε−1)/(g(e^ε+g−1))."""
+        g = self.g
+        return (g - 1) * math.expm1(self.epsilon) / (g * (math.exp(self.epsilon) + g - 1))
+
     def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> OLHReport:
         """Fresh seed from ``randbelow``, then exact g-ary randomized response on the hashed value."""
         x = self.check_value(value)

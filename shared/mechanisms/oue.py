@@ -45,6 +45,11 @@ class OUE(Mechanism):
         return 1.0 / (math.exp(self.epsilon) + 1.0)
 
     @property
+    def gap(self) -> float:
+        """1/2 − 1/(e^ε+1) = (e^ε−1)/(2(e^ε+1))."""
+        return math.expm1(self.epsilon) / (2.0 * (math.exp(self.epsilon) + 1.0))
+
+    @property
     def hex_digits(self) -> int:
         """Length of the wire encoding: ⌈k/4⌉ hex digits."""
         return (self.k + 3) // 4
