@@ -1,13 +1,14 @@
 """Client durability: a device killed with SIGKILL mid-flush delivers every queued report exactly once.
 
 One device (``deniable.client.Client`` over a state dir) answers :data:`CAMPAIGNS` campaigns of the real
-server; the reports wait in its outbox. A real subprocess then opens the same state dir and flushes, and is
-SIGKILLed by the test at seeded points during the flush: right after the aggregator has answered a batch
-(the report is stored on the server) and before the client could settle it in its outbox, the worst
-moment, since the client must then resend a report the server already holds. The process is restarted on
-the same state dir until a flush completes. Afterwards every campaign holds exactly the one report the
-device sealed for it (same report id, ``n`` = 1), the outbox is empty, nothing was rejected, and at least
-one resend was answered ``duplicate`` (the killed-before-settle case really happened).
+server (ε = 0.5 each, within the default lifetime budget of 10); the reports wait in its outbox. A real
+subprocess then opens the same state dir and flushes, and is SIGKILLed by the test at seeded points during
+the flush: right after the aggregator has answered a batch (the report is stored on the server) and before
+the client could settle it in its outbox, the worst moment, since the client must then resend a report the
+server already holds. The process is restarted on the same state dir until a flush completes. Afterwards
+every campaign holds exactly the one report the device sealed for it (same report id, ``n`` = 1), the
+outbox is empty, nothing was rejected, and at least one resend was answered ``duplicate`` (the
+killed-before-settle case really happened).
 """
 
 from __future__ import annotations
