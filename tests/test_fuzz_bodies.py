@@ -30,13 +30,15 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.reports import simulate_envelopes
 from support.server import RunningServer
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import _SUITE, Envelope, hpke_info, make_pseudonym, new_report_id
+from deniable.shared.envelope import Envelope, hpke_info, make_pseudonym, new_report_id
 
 SCALE = max(1, int(os.environ.get("DENIABLE_FUZZ_EXAMPLES", "25")) // 25)
 CAMPAIGN = "bodies"
@@ -272,11 +274,12 @@ def _seal_bytes(config: CampaignConfig, plaintext: bytes) -> dict[str, Any]:
     report_id = new_report_id()
     pseudonym = make_pseudonym(os.urandom(32), config.id)
     info = hpke_info(config.id, 1, report_id, pseudonym)
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
-
-    ciphertext = _SUITE.encrypt(plaintext, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
+    ciphertext = SUITE.encrypt(plaintext, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
     return Envelope(version=1, report_id=report_id, pseudonym=pseudonym, ciphertext=ciphertext).to_json()
 
+
+#: The envelope suite as docs/wire-format.md names it: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305.
+SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 
 SEALED_GARBAGE: list[bytes] = [
     b"",
