@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.server import RunningServer
 from werkzeug.routing import Rule
 
@@ -137,3 +139,17 @@ def test_the_openapi_document_declares_the_same_security_as_the_table(
             operation = document["paths"][path][method.lower()]
             public = ROUTE_ACCESS[rule.endpoint] == PUBLIC
             assert (operation["security"] == []) is public, (rule.endpoint, operation["security"])
+
+
+@settings(max_examples=60, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(header=st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=80))
+def test_arbitrary_authorization_headers_grant_nothing(aggregator: RunningServer, header: str) -> None:
+    valid = {f"Bearer {aggregator.admin_token}", f"Bearer {aggregator.analyst_token}"}
+    if header.strip() in valid or header.partition(" ")[2].strip() in (
+        aggregator.admin_token,
+        aggregator.analyst_token,
+    ):
+        return
+    response = aggregator.get("/api/v1/campaigns", headers={"Authorization": header.encode("latin-1")})
+    _assert_json_error(response, 401)
