@@ -37,7 +37,13 @@ class PrivateLogger(Logger):  # type: ignore[misc]
 
 def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn's answer to a request it cannot parse (bad request line, oversized headers, bad chunking),
-    as the API's JSON error body ``{"error": {"code", "message"}}`` instead of gunicorn's HTML page."""
+    as the API's JSON error body ``{"error": {"code", "message"}}`` instead of gunicorn's HTML page.
+
+    gunicorn answers an unknown transfer coding with 501; the API promises no 5xx for anything a client
+    sends, so that becomes a 400 telling the client what to send instead."""
+    if status_int >= 500:
+        status_int, reason = 400, "Bad Request"
+        mesg = f"{mesg}; send the body with Content-Length or Transfer-Encoding: chunked".lstrip("; ")
     code = re.sub(r"[^a-z0-9]+", "_", reason.lower()).strip("_") or "bad_request"
     body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
     head = (
