@@ -25,6 +25,13 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/deniable demo
 
+# The benchmarks print figures and ratios (goals in each file's docstring); peers come with the bench extra.
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python benchmarks/mechanisms.py
+	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/client.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
