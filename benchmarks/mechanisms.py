@@ -137,7 +137,7 @@ def main() -> None:
     truth = np.bincount(x, minlength=k)
     print(f"n = {n:,} users, k = {k}, ε = {eps}; best of {args.repeat} runs (seconds)\n")
     header = f"{'mechanism':<10} {'deniable':>9} {'numpy floor':>12} {'vs floor':>9} "
-    header += " ".join(f"{p:>16}" for p in PEERS) + f" {'vs best peer':>13} {'MSE/theory':>11} {'randomize':>10}"
+    header += " ".join(f"{p:>16}" for p in PEERS) + f" {'vs best peer':>13} {'MSE/theory':>12} {'randomize':>10}"
     print(header)
     for m in (BinaryRR(eps), GRR(eps, k), OUE(eps, k), OLH(eps, k)):
         xs = (x % 2) if m.k == 2 else x
@@ -153,16 +153,19 @@ def main() -> None:
             peer_times[peer] = None if result is None else time.perf_counter() - start
         true_m = np.bincount(xs, minlength=m.k) if m.k == 2 else truth
         errs = [np.sum((m.estimate(m.simulate(xs, rng=rng)).counts - true_m) ** 2) for _ in range(args.mse_runs)]
-        mse_ratio = statistics.fmean(errs) / float(np.sum(m.count_variance(true_m)))
+        theory = float(np.sum(m.count_variance(true_m)))
+        mse_ratio = statistics.fmean(errs) / theory
+        mse_se = statistics.stdev(errs) / theory / math.sqrt(len(errs))  # standard error of that ratio
         cost = secure_randomize_cost(m)
         known = [t for t in peer_times.values() if t is not None]
         best_peer = f"{min(known) / ours:12.1f}x" if known else f"{'n/a':>13}"
-        peers_txt = " ".join(f"{t:16.2f}" if t is not None else f"{'not installed':>16}" for t in peer_times.values())
+        missing = "skipped" if args.no_peers else "not installed"
+        peers_txt = " ".join(f"{t:16.2f}" if t is not None else f"{missing:>16}" for t in peer_times.values())
         print(f"{m.name:<10} {ours:9.3f} {floor:12.3f} {ours / floor:8.2f}x {peers_txt} {best_peer} "
-              f"{mse_ratio:11.3f} {cost * 1e6:8.1f}µs")
+              f"{mse_ratio:6.3f}±{mse_se:.3f} {cost * 1e6:8.1f}µs")
     print("\nvs floor: our time / bare numpy (goal ≤ 2); vs best peer: faster peer's time / ours (goal ≥ 20);")
-    print(f"MSE/theory over {args.mse_runs} runs (relative sd ≈ {math.sqrt(2 / args.mse_runs / k):.2f}; goal within 5%"
-          " at enough runs); randomize: secure device path per report (goal < 50 µs for GRR).")
+    print(f"MSE/theory: mean squared error over {args.mse_runs} runs / Σ_v Var(ĉ_v), ± its standard error (goal:"
+          " within 5%); randomize: secure device path per report (goal < 50 µs for GRR).")
 
 
 if __name__ == "__main__":
