@@ -15,6 +15,14 @@ Trust models:
 
 Group fields (e.g. ``country``) are public attributes sent as they are (inside the encryption): they are not
 randomized, and estimates per group are estimates over the reports that declared that group.
+
+``group_values`` declares each group field's domain up front (``{"country": ["de", "fr", ...]}``). A report
+with an undeclared value is refused, and a grouped estimate lists every declared value, empty ones too.
+New central campaigns with group fields must declare every field's values (``create`` refuses them
+otherwise): a release that listed only the values present in the data would reveal, without noise, that
+someone with that value took part (a country with one respondent), which is not ε-DP under add/remove
+adjacency. With a public domain, which groups appear depends on nothing but the descriptor. Descriptors
+created before ``group_values`` existed still parse; the aggregator refuses grouped releases of them.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ __all__ = [
     "MAX_CATEGORY_CHARS",
     "MAX_EPSILON",
     "MAX_GROUP_FIELDS",
+    "MAX_GROUP_VALUES",
     "MAX_GROUP_VALUE_CHARS",
     "MAX_QUESTION_CHARS",
     "STATUSES",
@@ -69,6 +78,8 @@ MAX_CATEGORY_CHARS = 200
 MAX_QUESTION_CHARS = 2000
 MAX_GROUP_FIELDS = 8
 MAX_GROUP_VALUE_CHARS = 64
+#: Most values ``group_values`` may declare for one group field.
+MAX_GROUP_VALUES = 1000
 
 _SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _REQUIRED_KEYS = frozenset(
@@ -87,7 +98,7 @@ _REQUIRED_KEYS = frozenset(
         "trust_model",
     }
 )
-_OPTIONAL_KEYS = frozenset({"budget", "adjacency"})
+_OPTIONAL_KEYS = frozenset({"budget", "adjacency", "group_values"})
 _UNPINNED_KEYS = frozenset({"status"})
 #: The JSON type of each mechanism's wire report (``docs/wire-format.md``).
 _WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
@@ -100,6 +111,8 @@ class CampaignConfig:
 
     ``params`` holds ``k`` (= number of categories) and, for OLH, ``g = round(e^ε) + 1`` (Wang et al. 2017).
     For central campaigns ``epsilon`` is what one release spends and ``budget`` the total ε of all releases.
+    ``group_values`` maps group fields to their declared (public) values; it is required for every group
+    field of a central campaign and optional for a local one.
     """
 
     id: str
@@ -116,6 +129,7 @@ class CampaignConfig:
     trust_model: Literal["local", "central"] = "local"
     budget: float | None = None
     adjacency: Literal["add-remove", "replace"] | None = field(default=None)
+    group_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -124,6 +138,7 @@ class CampaignConfig:
         set_(self, "categories", _check_categories(self.categories))
         set_(self, "epsilon", _check_number("epsilon", self.epsilon, MAX_EPSILON))
         set_(self, "group_fields", _check_group_fields(self.group_fields))
+        set_(self, "group_values", MappingProxyType(_check_group_values(self.group_values, self.group_fields)))
         _check_choice("trust_model", self.trust_model, TRUST_MODELS)
         _check_choice("status", self.status, STATUSES)
         _check_public_key(self.public_key)
@@ -170,6 +185,20 @@ class CampaignConfig:
         _check_choice("adjacency", adjacency, ADJACENCIES)
         object.__setattr__(self, "adjacency", adjacency)
 
+    @property
+    def undeclared_group_fields(self) -> tuple[str, ...]:
+        """The group fields without declared ``group_values`` (never any in a campaign made by ``create``)."""
+        return tuple(name for name in self.group_fields if name not in self.group_values)
+
+    def _check_declared_groups(self) -> None:
+        undeclared = self.undeclared_group_fields
+        if self.trust_model == "central" and undeclared:
+            raise InvalidConfig(
+                f"central campaigns must declare 'group_values' for every group field, missing "
+                f"{', '.join(map(repr, undeclared))}: a release lists every declared value (empty ones too) "
+                "so that which groups exist reveals nothing about who took part"
+            )
+
     def _expected_params(self) -> dict[str, int]:
         expected = {"k": len(self.categories)}
         if self.mechanism == "olh":
@@ -192,11 +221,16 @@ class CampaignConfig:
         trust_model: str = "local",
         budget: float | None = None,
         adjacency: str | None = None,
+        group_values: Mapping[str, Sequence[str]] | None = None,
     ) -> CampaignConfig:
         """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
 
         ``auto`` picks the lowest-variance local mechanism for (k, ε) (``choose_mechanism``); central
         campaigns take ``"auto"``, ``None`` or ``"none"``. ``public_key`` may be raw bytes or base64url.
+        ``group_values`` declares each group field's values; a new central campaign must declare them for
+        every group field (``InvalidConfig`` otherwise). ``from_json`` does not insist, so that descriptors
+        of central campaigns created before ``group_values`` existed (and the wire-format vectors) still
+        parse; the aggregator refuses grouped releases of those (see ``undeclared_group_fields``).
         """
         cats = _check_categories(categories)
         eps = _check_number("epsilon", epsilon, MAX_EPSILON)
@@ -208,7 +242,7 @@ class CampaignConfig:
         if mechanism == "olh":
             params["g"] = _olh_g(_build(mechanism, eps, len(cats)))
         key = encode_key(public_key) if isinstance(public_key, bytes) else public_key
-        return cls(
+        config = cls(
             id=id,
             question=question,
             categories=cats,
@@ -220,11 +254,18 @@ class CampaignConfig:
             trust_model=trust_model,  # type: ignore[arg-type]  # validated in __post_init__
             budget=budget,
             adjacency=adjacency,  # type: ignore[arg-type]
+            group_values={} if group_values is None else group_values,  # type: ignore[arg-type]  # validated
         )
+        config._check_declared_groups()
+        return config
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``)."""
-        return {
+        """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``).
+
+        ``group_values`` appears only when declared, so descriptors without it keep their canonical JSON
+        and pinned fingerprint.
+        """
+        body = {
             "id": self.id,
             "question": self.question,
             "categories": list(self.categories),
@@ -240,6 +281,9 @@ class CampaignConfig:
             "budget": self.budget,
             "adjacency": self.adjacency,
         }
+        if self.group_values:
+            body["group_values"] = {name: list(values) for name, values in self.group_values.items()}
+        return body
 
     @classmethod
     def from_json(cls, obj: object) -> CampaignConfig:
@@ -272,6 +316,7 @@ class CampaignConfig:
             trust_model=obj["trust_model"],
             budget=obj.get("budget"),
             adjacency=obj.get("adjacency"),
+            group_values=obj.get("group_values", {}),
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
@@ -351,7 +396,8 @@ class CampaignConfig:
 
         Local: the report is decoded with the mechanism (outside its report space → ``InvalidReport``).
         Central: the value must be an integer index in ``[0, k)``. Groups must be exactly the campaign's
-        group fields with string values of 1..64 characters. Raises ``InvalidReport`` and nothing else.
+        group fields with string values of 1..64 characters, among the field's declared ``group_values``
+        when it has them. Raises ``InvalidReport`` and nothing else.
         """
         key = "value" if self.trust_model == "central" else "report"
         if not isinstance(payload, dict) or set(payload) != {key, "groups"}:
@@ -404,7 +450,19 @@ class CampaignConfig:
                     f"got {_show(value)}"
                 )
             _check_unicode(f"group '{name}'", value, error)
+            declared = self._declared.get(name)
+            if declared is not None and value not in declared:
+                raise error(
+                    f"group '{name}' has the value {_show(value)}, which campaign '{self.id}' does not "
+                    f"declare; its group_values for '{name}' are "
+                    + ", ".join(repr(v) for v in self.group_values[name][:10])
+                    + (f", ... ({len(declared)} values)" if len(declared) > 10 else "")
+                )
         return dict(groups)
+
+    @cached_property
+    def _declared(self) -> dict[str, frozenset[str]]:
+        return {name: frozenset(values) for name, values in self.group_values.items()}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -499,6 +557,35 @@ def _check_group_fields(group_fields: object) -> tuple[str, ...]:
     if len(set(group_fields)) != len(group_fields):
         raise InvalidConfig("'group_fields' must be unique")
     return tuple(group_fields)
+
+
+def _check_group_values(group_values: object, group_fields: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The declared values of each group field: keys among ``group_fields``, values unique 1..64-char strings."""
+    if not isinstance(group_values, Mapping):
+        raise InvalidConfig(
+            f"'group_values' must be an object mapping group fields to lists of values, got {_show(group_values)}"
+        )
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, values in group_values.items():
+        if name not in group_fields:
+            fields = ", ".join(map(repr, group_fields)) or "none"
+            raise InvalidConfig(f"'group_values' keys must be group fields ({fields}), got {_show(name)}")
+        where = f"'group_values.{name}'"
+        if not isinstance(values, list | tuple) or not 1 <= len(values) <= MAX_GROUP_VALUES:
+            size = f"{len(values)} of them" if isinstance(values, list | tuple) else _show(values)
+            raise InvalidConfig(f"{where} must be a list of 1..{MAX_GROUP_VALUES} values, got {size}")
+        for i, value in enumerate(values):
+            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
+                raise InvalidConfig(
+                    f"'group_values.{name}[{i}]' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
+                    f"got {_show(value)}"
+                )
+            _check_unicode(f"'group_values.{name}[{i}]'", value, InvalidConfig)
+        if len(set(values)) != len(values):
+            twice = next(v for i, v in enumerate(values) if v in values[:i])
+            raise InvalidConfig(f"{where} must be unique, {twice!r} appears twice")
+        checked[name] = tuple(values)
+    return {name: checked[name] for name in group_fields if name in checked}
 
 
 def _check_public_key(public_key: object) -> None:

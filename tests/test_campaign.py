@@ -16,6 +16,7 @@ from deniable.shared.campaign import MAX_CATEGORIES, CampaignConfig
 from deniable.shared.envelope import (
     FORMAT_VERSION,
     SUITE_ID,
+    canonical_json,
     encode_key,
     generate_keypair,
     make_pseudonym,
@@ -40,7 +41,14 @@ def config(**changes: Any) -> CampaignConfig:
         "group_fields": ["country"],
     }
     args.update(changes)
+    fields = args["group_fields"]
+    if args.get("trust_model") == "central" and isinstance(fields, list) and "group_values" not in changes:
+        args["group_values"] = {name: list(COUNTRIES) for name in fields if isinstance(name, str)}
     return CampaignConfig.create(**args)
+
+
+#: The declared values of a central campaign's group fields in these tests.
+COUNTRIES = ("NL", "DE", "FR")
 
 
 def good_json(**changes: Any) -> dict[str, Any]:
@@ -210,6 +218,7 @@ def configs(draw: st.DrawFn) -> CampaignConfig:
     epsilon = draw(st.floats(min_value=0.01, max_value=10.0))
     central = draw(st.booleans())
     mechanisms = ["auto", "grr", "oue", "olh"] + (["binary-rr"] if len(categories) == 2 else [])
+    group_fields = draw(st.lists(slugs, max_size=3, unique=True))
     return CampaignConfig.create(
         id=draw(slugs),
         question=draw(st.text(min_size=1, max_size=50)),
@@ -217,10 +226,15 @@ def configs(draw: st.DrawFn) -> CampaignConfig:
         epsilon=epsilon,
         public_key=KEY,
         mechanism=None if central else draw(st.sampled_from(mechanisms)),
-        group_fields=draw(st.lists(slugs, max_size=3, unique=True)),
+        group_fields=group_fields,
         trust_model="central" if central else "local",
         budget=draw(st.floats(min_value=epsilon, max_value=100.0)) if central else None,
         adjacency=draw(st.sampled_from(["add-remove", "replace"])) if central else None,
+        group_values={
+            name: draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=4, unique=True))
+            for name in group_fields
+            if central or draw(st.booleans())
+        },
     )
 
 
@@ -479,6 +493,7 @@ CREATE_FIELDS = [
     "trust_model",
     "budget",
     "adjacency",
+    "group_values",
 ]
 
 
@@ -511,7 +526,106 @@ def test_public_names_are_pinned() -> None:
 
     assert sorted(campaign.__all__) == [
         "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
-        "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUE_CHARS", "MAX_QUESTION_CHARS",
+        "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
+        "MAX_QUESTION_CHARS",
         "STATUSES", "TRUST_MODELS",
     ]  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
+
+
+# ---------------------------------------------------------------------------------------- declared group values
+
+
+def test_group_values_are_serialized_only_when_declared() -> None:
+    assert "group_values" not in config().to_json()  # old descriptors keep their canonical JSON
+    declared = config(group_values={"country": ["NL", "DE"]})
+    assert declared.group_values == {"country": ("NL", "DE")}
+    assert declared.to_json()["group_values"] == {"country": ["NL", "DE"]}
+    assert CampaignConfig.from_json(json.loads(json.dumps(declared.to_json()))) == declared
+    assert config(group_values={}).to_json() == config().to_json()
+
+
+def test_central_campaigns_must_declare_every_group_fields_values() -> None:
+    with pytest.raises(InvalidConfig, match="central campaigns must declare 'group_values' for every group field"):
+        config(trust_model="central", mechanism=None, budget=2, group_values={})
+    with pytest.raises(InvalidConfig, match=r"missing 'city': .* which groups exist reveals nothing"):
+        config(
+            trust_model="central",
+            mechanism=None,
+            budget=2,
+            group_fields=["country", "city"],
+            group_values={"country": ["NL"]},
+        )
+    central = config(trust_model="central", mechanism=None, budget=2, group_fields=[], group_values={})
+    assert central.group_values == {} and "group_values" not in central.to_json()
+    assert config(group_values={}).group_values == {}  # optional for local campaigns
+    assert config(trust_model="central", mechanism=None, budget=2).undeclared_group_fields == ()
+
+
+def test_a_legacy_central_descriptor_without_group_values_still_parses() -> None:
+    """Descriptors made before ``group_values`` existed stay readable; the aggregator refuses grouped releases."""
+    legacy = config(trust_model="central", mechanism=None, budget=2).to_json()
+    del legacy["group_values"]
+    parsed = CampaignConfig.from_json(legacy)
+    assert parsed.undeclared_group_fields == ("country",) and parsed.to_json() == legacy
+
+
+BAD_GROUP_VALUES = [
+    (["NL"], "'group_values' must be an object mapping group fields"),
+    ({"city": ["Delft"]}, r"'group_values' keys must be group fields \('country'\), got 'city'"),
+    ({"country": "NL"}, r"'group_values.country' must be a list of 1..1000 values, got 'NL'"),
+    ({"country": []}, r"'group_values.country' must be a list of 1..1000 values, got 0 of them"),
+    ({"country": ["NL"] * 2}, r"'group_values.country' must be unique, 'NL' appears twice"),
+    ({"country": ["NL", ""]}, r"'group_values.country\[1\]' must be a string of 1..64 characters, got ''"),
+    ({"country": ["N" * 65]}, r"'group_values.country\[0\]' must be a string of 1..64 characters"),
+    ({"country": [31]}, r"'group_values.country\[0\]' must be a string of 1..64 characters, got 31"),
+    ({"country": ["\ud800"]}, "lone surrogate"),
+    ({"country": [f"c{i}" for i in range(1001)]}, "must be a list of 1..1000 values, got 1001 of them"),
+]
+
+
+@pytest.mark.parametrize(("group_values", "match"), BAD_GROUP_VALUES)
+def test_bad_group_values_are_refused_naming_the_field(group_values: object, match: str) -> None:
+    with pytest.raises(InvalidConfig, match=match):
+        config(group_values=group_values)
+    with pytest.raises(InvalidConfig, match=match):
+        CampaignConfig.from_json(good_json(group_values=group_values))
+
+
+def test_group_values_boundaries_are_inclusive() -> None:
+    values = [f"{i:064d}" for i in range(1000)]
+    c = config(group_values={"country": values})
+    assert len(c.group_values["country"]) == 1000 and c.decode_payload({"report": 1, "groups": {"country": values[-1]}})
+
+
+def test_declared_group_values_are_pinned() -> None:
+    plain = config()
+    declared = config(group_values={"country": ["NL", "DE"]})
+    assert declared.pinned_fingerprint() != plain.pinned_fingerprint()
+    assert declared.pinned_fingerprint() != config(group_values={"country": ["NL", "DE", "FR"]}).pinned_fingerprint()
+    pinned = {k: v for k, v in declared.to_json().items() if k != "status"}
+    assert declared.pinned_fingerprint() == hashlib.sha256(canonical_json(pinned)).hexdigest()
+
+
+def test_decode_payload_refuses_an_undeclared_group_value() -> None:
+    central = config(trust_model="central", mechanism=None, budget=2, categories=K5)
+    assert central.decode_payload({"value": 3, "groups": {"country": "DE"}}) == (3, {"country": "DE"})
+    with pytest.raises(InvalidReport, match=r"group 'country' has the value 'BE', which campaign 'smoking-2026' "
+                       r"does not declare; its group_values for 'country' are 'NL', 'DE', 'FR'"):
+        central.decode_payload({"value": 3, "groups": {"country": "BE"}})
+    local = config(group_values={"country": ["NL"]})
+    with pytest.raises(InvalidReport, match="does not declare"):
+        local.decode_payload({"report": 1, "groups": {"country": "DE"}})
+    with pytest.raises(InvalidParameter, match="does not declare"):  # the device checks it before sending
+        local.make_payload(1, {"country": "DE"})
+    assert config().decode_payload({"report": 1, "groups": {"country": "anything"}})[1] == {"country": "anything"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=any_json)
+def test_any_group_values_raise_only_invalid_config(value: object) -> None:
+    try:
+        c = CampaignConfig.from_json(good_json(group_values=value))
+    except InvalidConfig:
+        return
+    assert CampaignConfig.from_json(c.to_json()) == c
