@@ -22,10 +22,18 @@ Adjacency → sensitivity: ``add-remove`` (one person added or removed: one bin 
 Accountant (pure ε-DP, persisted in ``campaigns.epsilon_spent``): a release spends its ε (sequential
 composition, Dwork et al. 2006); a release grouped by a field spends ε **once** for all its groups, since
 the groups are disjoint (parallel composition, McSherry 2009); the same release asked again (same
-``group_by`` and noise over the same data snapshot, i.e. the same ``n_reports`` of an append-only store)
-is served from ``central_releases`` and spends nothing (post-processing); the CI level is not part of the
-key because intervals are recomputed from the stored noisy counts (post-processing again). A release that
+``group_by`` and noise over the same *public* snapshot of the data, :func:`public_snapshot`) is served
+from ``central_releases`` and spends nothing (post-processing); the CI level is not part of the key
+because intervals are recomputed from the stored noisy counts (post-processing again). A release that
 would take the spent ε past the budget raises :class:`BudgetExceeded` (expected as HTTP 409 Conflict).
+
+Whether a request is served from the cache, and so whether it spends ε, must depend on public facts
+only. Under ``add-remove`` the report count is private, so an open campaign's releases are never reused:
+reusing them while no report arrives would tell an analyst (through ``cached``, ``epsilon_spent`` and the
+unchanged counts, for free) exactly when someone took part. Once the campaign is closed its data is final
+and the snapshot is the public fact "closed". Under ``replace`` n is public and is the snapshot. For the
+same reason ``release_key`` hashes only that public snapshot (a hash of n could be inverted by trying
+every n), or is random for an open ``add-remove`` campaign.
 ε values are taken as the decimals they are written as (``Decimal(repr(ε))``), both for the noise scale
 and in the sum, so that the noise spends exactly what is charged and ten releases at 0.1 spend exactly 1.
 
@@ -50,6 +58,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import secrets
 import sqlite3
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -68,6 +77,7 @@ __all__ = [
     "noise_scale",
     "noise_variance",
     "noisy_counts",
+    "public_snapshot",
     "release",
     "release_key",
     "remaining",
@@ -170,8 +180,20 @@ def charge(spent: float, budget: float, epsilon: float, *, campaign_id: str = ""
     return float(total)
 
 
-def release_key(group_by: str | None, noise: str, snapshot: int) -> str:
-    """Identity of a release: what is released (grouping, noise) over which data (report count)."""
+def public_snapshot(adjacency: str, status: str, n_reports: int) -> int | str | None:
+    """The public identity of the data a release is drawn from, or None when there is none to reuse.
+
+    ``replace``: n is public, and the store is append-only, so n identifies the data. ``add-remove``: n is
+    private; a closed campaign's data is final (``"closed"``), an open one's has no public identity, so
+    each of its releases is fresh and spends ε: whether ε is spent then depends on the request only.
+    """
+    if adjacency == "replace":
+        return n_reports
+    return "closed" if status == "closed" else None
+
+
+def release_key(group_by: str | None, noise: str, snapshot: int | str) -> str:
+    """Identity of a release: what is released (grouping, noise) over which public snapshot of the data."""
     canonical = json.dumps({"group_by": group_by or "", "noise": noise, "snapshot": snapshot}, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
@@ -283,19 +305,24 @@ def release(
     _check_noise(noise)
     normal_quantile(level)
     row = conn.execute(
-        "SELECT trust_model, budget, adjacency, epsilon_spent, n_reports FROM campaigns WHERE id = ?",
+        "SELECT trust_model, budget, adjacency, epsilon_spent, n_reports, status FROM campaigns WHERE id = ?",
         (campaign_id,),
     ).fetchone()
     if row is None:
         raise UnknownCampaign(f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns")
-    trust_model, budget, adjacency, spent, n_reports = row
+    trust_model, budget, adjacency, spent, n_reports, status = row
     if trust_model != "central" or budget is None:
         raise InvalidConfig(f"campaign {campaign_id!r} is not a central campaign with a budget")
-    key = release_key(group_by, noise, int(n_reports))
-    cached = conn.execute(
-        "SELECT result_json FROM central_releases WHERE campaign_id = ? AND release_key = ?",
-        (campaign_id, key),
-    ).fetchone()
+    snapshot = public_snapshot(adjacency, status, int(n_reports))
+    cached = None
+    if snapshot is None:
+        key = secrets.token_hex(16)  # a fresh release, never reused; the key says nothing about the data
+    else:
+        key = release_key(group_by, noise, snapshot)
+        cached = conn.execute(
+            "SELECT result_json FROM central_releases WHERE campaign_id = ? AND release_key = ?",
+            (campaign_id, key),
+        ).fetchone()
     if cached is not None:
         stored = json.loads(cached[0])
     else:

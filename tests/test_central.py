@@ -186,7 +186,7 @@ def test_a_release_spends_its_epsilon_and_has_the_local_shape(tmp_path: Path) ->
 
 
 def test_the_same_release_is_served_again_for_free(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+    store = _store(tmp_path, adjacency="replace")  # n is public: it identifies the data snapshot
     first = _release(store)
     again = _release(store, level=0.9)  # the CI level is post-processing: same release
     assert again["cached"] is True and again["release_key"] == first["release_key"]
@@ -200,8 +200,36 @@ def test_the_same_release_is_served_again_for_free(tmp_path: Path) -> None:
     assert fresh["cached"] is False and fresh["epsilon_spent"] == 0.75
 
 
+def test_an_open_add_remove_campaign_never_reuses_a_release(tmp_path: Path) -> None:
+    """Reuse while nobody reports would show, for free, exactly when someone took part (n is private)."""
+    store = _store(tmp_path, budget=2.0)
+    first = _release(store)
+    again = _release(store)  # same data, same request: still a fresh release, and it spends
+    assert again["cached"] is False and again["epsilon_spent"] == 0.5
+    assert again["release_key"] != first["release_key"]
+    _add(store, 120, 1)  # a new participant changes nothing an analyst can see but the noisy counts
+    after = _release(store)
+    assert after["cached"] is False and after["epsilon_spent"] == 0.75
+    store.close_campaign("c")  # closed: the data is final, "closed" is its public snapshot
+    final = _release(store)
+    assert final["cached"] is False and final["epsilon_spent"] == 1.0
+    repeat = _release(store, level=0.5)
+    assert repeat["cached"] is True and repeat["epsilon_spent"] == 1.0 == _spent(store)
+    assert repeat["release_key"] == final["release_key"] == central.release_key(None, "discrete-laplace", "closed")
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(min_value=0, max_value=10_000))
+def test_release_keys_of_add_remove_campaigns_do_not_encode_the_count(n: int) -> None:
+    """A key hashing n could be inverted by trying every n: under add/remove it uses public facts only."""
+    assert central.public_snapshot("add-remove", "open", n) is None
+    assert central.public_snapshot("add-remove", "closed", n) == "closed"
+    assert central.public_snapshot("replace", "open", n) == n  # n is public under replace
+
+
 def test_a_grouped_release_spends_once_for_all_its_disjoint_groups(tmp_path: Path) -> None:
     store = _store(tmp_path)
+    store.close_campaign("c")
     body = _release(store, group_by="region", group_values=["north", "south", "west"])
     assert set(body["groups"]) == {"north", "south", "west"}  # declared values, even empty ones
     assert body["epsilon_spent"] == 0.25  # parallel composition: max, not sum, over groups
@@ -221,6 +249,7 @@ def test_replace_adjacency_doubles_the_scale_and_keeps_n_public(tmp_path: Path) 
 
 def test_a_release_past_the_budget_is_refused_and_changes_nothing(tmp_path: Path) -> None:
     store = _store(tmp_path, budget=0.5)
+    store.close_campaign("c")
     _release(store)
     _release(store, noise="laplace")
     with pytest.raises(BudgetExceeded) as info:
@@ -242,6 +271,7 @@ def test_release_needs_the_callers_transaction(tmp_path: Path) -> None:
 def test_concurrent_requests_spend_atomically(tmp_path: Path) -> None:
     """Eight threads (own connections) ask for four distinct releases, twice each, on a budget of two."""
     store = _store(tmp_path, budget=0.5)
+    store.close_campaign("c")  # releases of a closed campaign are reused
     variants = [{"noise": n, "group_by": g} for n in central.NOISES for g in (None, "region")] * 2
     results: list[object] = [None] * len(variants)
 
