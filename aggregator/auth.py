@@ -14,7 +14,7 @@ from flask import Flask, current_app, request
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-__all__ = ["ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "install_auth", "role_of_token"]
+__all__ = ["ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "current_role", "install_auth", "role_of_token"]
 
 PUBLIC = "public"
 ANALYST = "analyst"
@@ -52,6 +52,15 @@ def _bearer_token() -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def current_role() -> str:
+    """The role the current request's bearer token grants (``public`` without a valid token)."""
+    token = _bearer_token()
+    if token is None:
+        return PUBLIC
+    tokens = current_app.config["DENIABLE_TOKENS"]
+    return role_of_token(token, admin=tokens.admin, analyst=tokens.analyst) or PUBLIC
 
 
 def _enforce() -> None:

@@ -4,10 +4,14 @@ Local campaigns: ``mechanism.estimate_tally(Tally(n, support))`` gives the unbia
 ĉ_v = (S_v − n·q*)/(p* − q*) with the plug-in variance of Wang et al. (2017, Thm. 2), and
 ``Estimate.to_dict`` adds stderr, normal-approximation CIs, proportions and the consistent (projected,
 biased) counts. Reading them costs no privacy: the reports are already ε-LDP, and any analysis of them is
-post-processing. A per-group estimate uses only that group's reports (group fields are public attributes).
+post-processing. A per-group estimate uses only that group's reports (group fields are public attributes);
+a grouped estimate lists every declared group value (``group_values``), an empty group with n = 0.
 
 Central campaigns delegate to :func:`deniable.aggregator.central.release`, which adds calibrated noise and
-charges the campaign's ε budget inside one write transaction.
+charges the campaign's ε budget inside one write transaction. A grouped release passes the declared group
+values, so every declared group is released (with noise) whether or not anyone is in it: which groups
+appear then reveals nothing. A central campaign whose descriptor predates ``group_values`` has no declared
+domain, and its grouped releases are refused rather than listing the groups present in the data.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ def local_estimate(
     body = {"campaign_id": config.id, "trust_model": "local", **body}
     if group_by is not None:
         groups = store.tallies(config.id, group_by)
+        values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
         body = {
             "campaign_id": config.id,
             "trust_model": "local",
@@ -59,7 +64,7 @@ def local_estimate(
             "n": body["n"],
             "level": level,
             "group_by": group_by,
-            "groups": {value: _local_one(config, tally, level) for value, tally in groups.items()},
+            "groups": {value: _local_one(config, groups.get(value, empty), level) for value in values},
         }
     return body
 
@@ -69,6 +74,13 @@ def central_estimate(
 ) -> dict[str, Any]:
     """A noisy release of a central campaign (spends ε from its budget, once per distinct release)."""
     _check_group_by(config, group_by)
+    if group_by is not None and group_by in config.undeclared_group_fields:
+        raise InvalidParameter(
+            f"campaign {config.id!r} declares no group_values for {group_by!r} (it predates them): a grouped "
+            "release would list only the groups present in the data and so reveal, without noise, that "
+            "someone in them took part; ask for the ungrouped release, or create a new campaign that "
+            "declares group_values"
+        )
     try:
         from deniable.aggregator import central
     except ImportError as exc:  # the central module is optional in a partial install
@@ -82,7 +94,7 @@ def central_estimate(
             k=config.k,
             categories=list(config.categories),
             group_by=group_by,
-            group_values=None,
+            group_values=None if group_by is None else list(config.group_values[group_by]),
             level=level,
             **options,
         )

@@ -15,6 +15,10 @@ __all__ = ["DOCUMENT", "document"]
 _SLUG = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$", "minLength": 1, "maxLength": 64}
 _NUM_OR_NULL = {"type": "number", "nullable": True}
 _INTERVAL = {"type": "array", "items": _NUM_OR_NULL, "minItems": 2, "maxItems": 2}
+_GROUP_VALUES_DOC = (
+    "the declared (public) values of each group field: keys among group_fields; required for every group "
+    "field of a central campaign, so that which groups a release lists reveals nothing"
+)
 _BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 _PUBLIC: list[dict[str, list[str]]] = []
 
@@ -92,6 +96,18 @@ _SCHEMAS: dict[str, Any] = {
                 "maximum": 100,
             },
             "adjacency": {"type": "string", "nullable": True, "enum": ["add-remove", "replace", None]},
+            "group_values": {
+                "type": "object",
+                "description": _GROUP_VALUES_DOC,
+                "maxProperties": 8,
+                "additionalProperties": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 1000,
+                    "uniqueItems": True,
+                    "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                },
+            },
         },
     },
     "CampaignConfig": {
@@ -115,6 +131,11 @@ _SCHEMAS: dict[str, Any] = {
             "trust_model": {"type": "string", "enum": ["local", "central"]},
             "budget": _NUM_OR_NULL,
             "adjacency": {"type": "string", "nullable": True},
+            "group_values": {
+                "type": "object",
+                "description": _GROUP_VALUES_DOC + " (present only when declared)",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            },
         },
     },
     "CampaignList": {
@@ -130,7 +151,13 @@ _SCHEMAS: dict[str, Any] = {
                             "type": "object",
                             "required": ["n_reports", "epsilon_spent", "created_at", "closed_at"],
                             "properties": {
-                                "n_reports": {"type": "integer", "minimum": 0},
+                                "n_reports": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "nullable": True,
+                                    "description": "null for an analyst when the campaign is central "
+                                    "under add-remove adjacency (the participant count is private there)",
+                                },
                                 "epsilon_spent": {"type": "number"},
                                 "created_at": {"type": "string"},
                                 "closed_at": {"type": "string", "nullable": True},

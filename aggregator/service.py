@@ -23,7 +23,7 @@ __all__ = ["CREATE_FIELDS", "MIN_EPSILON", "CampaignExists", "Service", "config_
 CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
-        "adjacency",
+        "adjacency", "group_values",
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
@@ -51,6 +51,11 @@ class CampaignExists(DeniableError):
 def config_of(record: CampaignRecord) -> CampaignConfig:
     """The campaign's descriptor with its current status."""
     return CampaignConfig.from_json({**record.config, "status": record.status})
+
+
+def _count_is_private(record: CampaignRecord) -> bool:
+    """Under add/remove adjacency a central campaign's participant count is private (a neighbour has n ± 1)."""
+    return record.trust_model == "central" and record.adjacency != "replace"
 
 
 class Service:
@@ -88,6 +93,7 @@ class Service:
             trust_model=body.get("trust_model", "local"),
             budget=body.get("budget"),
             adjacency=body.get("adjacency"),
+            group_values=body.get("group_values"),
         )
         with self.store.transaction() as conn:
             if self.store.campaign_exists(conn, config.id):
@@ -114,13 +120,19 @@ class Service:
         """The public config a device needs."""
         return self.campaign(campaign_id).to_json()
 
-    def list_campaigns(self) -> dict[str, Any]:
-        """Every campaign's config with its report count and dates."""
+    def list_campaigns(self, *, exact_counts: bool) -> dict[str, Any]:
+        """Every campaign's config with its report count, ε spent and dates.
+
+        Without ``exact_counts`` (the analyst's view) ``n_reports`` is null for a central campaign under
+        ``add-remove`` adjacency: there the number of participants is itself a count that is released only
+        with noise (a release's ``n``). The admin, who operates the curator and holds the raw data anyway,
+        sees the exact count; so does anyone under ``replace``, where n is public by definition.
+        """
         return {
             "campaigns": [
                 {
                     **config_of(record).to_json(),
-                    "n_reports": record.n_reports,
+                    "n_reports": record.n_reports if exact_counts or not _count_is_private(record) else None,
                     "epsilon_spent": record.epsilon_spent,
                     "created_at": record.created_at,
                     "closed_at": record.closed_at,

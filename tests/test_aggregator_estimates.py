@@ -128,7 +128,7 @@ def test_bad_estimate_queries(aggregator: RunningServer, query: str, status: int
 def test_central_releases_spend_the_budget_once_each(aggregator: RunningServer) -> None:
     created = aggregator.create_campaign(
         id="est-central", question="q", categories=["a", "b", "c"], epsilon=0.5, trust_model="central",
-        budget=1.0, group_fields=["g"],
+        budget=1.0, group_fields=["g"], group_values={"g": ["x", "y"]},
     )  # fmt: skip
     rng = np.random.default_rng(41)
     values = rng.integers(0, 3, 600)
@@ -136,6 +136,8 @@ def test_central_releases_spend_the_budget_once_each(aggregator: RunningServer) 
     assert upload(aggregator, "est-central", simulate_envelopes(created, values, rng=rng, groups=groups))[
         "accepted"
     ] == 600
+    closed = aggregator.post("/api/v1/campaigns/est-central/close", role="admin")  # final data: reusable
+    assert closed.status_code == 200, closed.text
     first = aggregator.estimate("est-central")
     assert first["trust_model"] == "central" and first["epsilon_spent"] == 0.5
     truth = np.bincount(values, minlength=3)

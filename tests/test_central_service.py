@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
+from deniable.aggregator import estimates
+from deniable.aggregator.store import Store
 from deniable.client import InvalidConfig, simulate_fleet
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import generate_keypair, make_pseudonym, seal
+from deniable.shared.errors import InvalidParameter
 
 CATEGORIES = ["no", "yes"]
+#: The declared regions: "west" is declared but nobody in the tests' data lives there.
+REGIONS = ["north", "south", "west"]
 
 
 def _central(server: RunningServer, campaign_id: str, **fields: object) -> dict:
-    return server.create_campaign(
-        id=campaign_id,
-        question="Have you ever used an illegal drug?",
-        categories=CATEGORIES,
-        epsilon=0.5,
-        trust_model="central",
-        budget=1.0,
-        group_fields=["region"],
-        **fields,
-    )
+    body: dict[str, object] = {
+        "question": "Have you ever used an illegal drug?",
+        "categories": CATEGORIES,
+        "epsilon": 0.5,
+        "trust_model": "central",
+        "budget": 1.0,
+        "group_fields": ["region"],
+        "group_values": {"region": REGIONS},
+    }
+    return server.create_campaign(id=campaign_id, **{**body, **fields})
+
+
+def _close(server: RunningServer, campaign_id: str) -> None:
+    """Close the campaign: its data is final, so its releases may be served again (module docstring)."""
+    response = server.post(f"/api/v1/campaigns/{campaign_id}/close", role="admin")
+    assert response.status_code == 200, response.text
 
 
 def _fill(server: RunningServer, config: dict, n: int, seed: int) -> list[int]:
@@ -41,6 +57,7 @@ def test_a_central_release_spends_its_budget_and_is_refused_past_it(aggregator: 
     assert config["trust_model"] == "central" and config["adjacency"] == "add-remove"
     values = _fill(aggregator, config, 400, seed=1)
     truth = sum(values)
+    _close(aggregator, "drugs-central")
 
     first = aggregator.estimate("drugs-central")
     assert first["trust_model"] == "central" and first["noise"] == "discrete-laplace"
@@ -57,7 +74,7 @@ def test_a_central_release_spends_its_budget_and_is_refused_past_it(aggregator: 
     assert [r["count"] for r in again["categories"]] == [r["count"] for r in first["categories"]]
 
     grouped = aggregator.estimate("drugs-central", group_by="region")
-    assert set(grouped["groups"]) == {"north", "south"}
+    assert list(grouped["groups"]) == ["north", "south", "west"]  # every declared region, "west" empty
     assert grouped["epsilon_spent"] == 1.0  # one ε for both disjoint groups
 
     refused = aggregator.get("/api/v1/campaigns/drugs-central/estimate", role="analyst", params={"noise": "laplace"})
@@ -73,7 +90,12 @@ def test_a_central_release_spends_its_budget_and_is_refused_past_it(aggregator: 
 def test_central_and_local_estimates_share_one_shape(aggregator: RunningServer) -> None:
     central_config = _central(aggregator, "shape-central", adjacency="replace")
     local_config = aggregator.create_campaign(
-        id="shape-local", question="Same?", categories=CATEGORIES, epsilon=0.5, group_fields=["region"]
+        id="shape-local",
+        question="Same?",
+        categories=CATEGORIES,
+        epsilon=0.5,
+        group_fields=["region"],
+        group_values={"region": REGIONS},
     )
     _fill(aggregator, central_config, 200, seed=2)
     _fill(aggregator, local_config, 200, seed=3)
@@ -85,8 +107,9 @@ def test_central_and_local_estimates_share_one_shape(aggregator: RunningServer) 
     assert central_body["n"] == 200  # under replace-one the number of respondents is public
     central_groups = aggregator.estimate("shape-central", group_by="region")["groups"]
     local_groups = aggregator.estimate("shape-local", group_by="region")["groups"]
-    assert set(central_groups) == set(local_groups) == {"north", "south"}
+    assert list(central_groups) == list(local_groups) == REGIONS  # declared values, in one order
     assert set(central_groups["north"]) >= set(local_groups["north"])
+    assert local_groups["west"]["n"] == 0  # an empty declared group: n = 0 and its (uninformative) estimate
 
 
 def test_bad_release_requests_get_clear_errors(aggregator: RunningServer) -> None:
@@ -128,6 +151,7 @@ def test_the_accountant_survives_a_crash(fresh_aggregator: RunningServer) -> Non
     """ε spent and stored releases are in the database: a SIGKILLed server restarts with both."""
     config = _central(fresh_aggregator, "crash-central")
     _fill(fresh_aggregator, config, 100, seed=4)
+    _close(fresh_aggregator, "crash-central")
     first = fresh_aggregator.estimate("crash-central")
     fresh_aggregator.kill()
     fresh_aggregator.restart()
@@ -139,3 +163,104 @@ def test_the_accountant_survives_a_crash(fresh_aggregator: RunningServer) -> Non
         "/api/v1/campaigns/crash-central/estimate", role="analyst", params={"level": 0.9, "group_by": "region"}
     )
     assert refused.status_code == 409
+
+
+# -- declared groups and the private participant count ---------------------------------------------------
+
+
+def test_a_grouped_release_lists_exactly_the_declared_groups(aggregator: RunningServer) -> None:
+    config = _central(aggregator, "declared-central", budget=2.0, group_values={"region": ["west", "north", "east"]})
+    assert config["group_values"] == {"region": ["west", "north", "east"]}
+    envelopes = simulate_envelopes(config, [1] * 7, rng=np.random.default_rng(5), groups=[{"region": "north"}] * 7)
+    assert upload(aggregator, "declared-central", envelopes)["accepted"] == 7
+    grouped = aggregator.estimate("declared-central", group_by="region")
+    assert list(grouped["groups"]) == ["east", "north", "west"]  # present or not, sorted
+    b = grouped["scale"]
+    bound = math.log(2 / 1e-9) * b  # P(|Z| >= t) <= 2·e^(−t/b): each bin within the bound but with p 1e-9
+    for region in ("east", "west"):  # nobody there: released with noise around 0, never left out
+        assert all(abs(row["count"]) <= bound for row in grouped["groups"][region]["categories"])
+    assert abs(grouped["groups"]["north"]["categories"][1]["count"] - 7) <= bound
+    assert grouped["epsilon_spent"] == 0.5  # one ε for the disjoint groups, empty ones included
+
+
+def test_a_central_campaign_with_groups_must_declare_their_values(aggregator: RunningServer) -> None:
+    body = {
+        "id": "undeclared-central", "question": "?", "categories": CATEGORIES, "epsilon": 0.5,
+        "trust_model": "central", "budget": 1.0, "group_fields": ["region"],
+    }  # fmt: skip
+    refused = aggregator.post("/api/v1/campaigns", role="admin", json=body)
+    assert refused.status_code == 422, refused.text
+    message = refused.json()["error"]["message"]
+    assert "must declare 'group_values' for every group field, missing 'region'" in message
+    assert "which groups exist reveals nothing" in message
+    bad = aggregator.post("/api/v1/campaigns", role="admin", json={**body, "group_values": {"city": ["x"]}})
+    assert bad.status_code == 422 and "'group_values' keys must be group fields" in bad.json()["error"]["message"]
+    assert aggregator.get("/api/v1/campaigns/undeclared-central").status_code == 404  # nothing was created
+
+
+def test_a_report_with_an_undeclared_group_value_is_rejected(aggregator: RunningServer) -> None:
+    config = CampaignConfig.from_json(_central(aggregator, "reject-central"))
+    rng = np.random.default_rng(6)
+    envelopes = [
+        seal(
+            {"value": 1, "groups": {"region": region}},  # sealed by hand: make_payload refuses it on the device
+            campaign_id=config.id,
+            public_key=config.public_key_bytes,
+            pseudonym=make_pseudonym(rng.bytes(32), config.id),
+        ).to_json()
+        for region in ("north", "atlantis")
+    ]
+    response = aggregator.post("/api/v1/campaigns/reject-central/reports", json={"reports": envelopes})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["accepted"], body["rejected"]) == (1, 1)
+    reason = body["results"][1]["reason"]
+    assert "group 'region' has the value 'atlantis'" in reason and "does not declare" in reason
+
+
+def test_analysts_never_see_the_exact_count_of_an_add_remove_campaign(aggregator: RunningServer) -> None:
+    config = _central(aggregator, "count-central", budget=3.0)
+    replace = _central(aggregator, "count-replace", adjacency="replace")
+    _fill(aggregator, config, 37, seed=7)
+    _fill(aggregator, replace, 37, seed=8)
+
+    def listed(role: str) -> dict[str, object]:
+        response = aggregator.get("/api/v1/campaigns", role=role)
+        assert response.status_code == 200, response.text
+        return {c["id"]: c["n_reports"] for c in response.json()["campaigns"]}
+
+    assert listed("analyst")["count-central"] is None  # a private count: released only with noise
+    assert listed("admin")["count-central"] == 37  # the curator's operator holds the raw data anyway
+    assert listed("analyst")["count-replace"] == 37  # under replace-one n is public
+    first = aggregator.estimate("count-central")
+    again = aggregator.estimate("count-central")
+    assert first["n_public"] is False and again["n_public"] is False  # n: the sum of the noisy bins
+    # An open add/remove campaign's releases are never reused: reuse would show, for free, whether anyone
+    # reported in between. Each spends ε; the key is random, not a hash of the count.
+    assert (first["cached"], again["cached"]) == (False, False)
+    assert (first["epsilon_spent"], again["epsilon_spent"]) == (0.5, 1.0)
+    assert first["release_key"] != again["release_key"]
+
+    def key(n: int) -> str:
+        canonical = json.dumps({"group_by": "", "noise": "discrete-laplace", "snapshot": n}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+    assert {first["release_key"], again["release_key"]}.isdisjoint(key(n) for n in range(1000))
+
+
+def test_a_grouped_release_of_a_legacy_central_campaign_is_refused(tmp_path: Path) -> None:
+    """A descriptor made before group_values existed has no public domain: only ungrouped releases."""
+    _, public = generate_keypair()
+    legacy = CampaignConfig.create(
+        id="legacy", question="?", categories=CATEGORIES, epsilon=0.5, public_key=public, trust_model="central",
+        budget=1.0,
+    ).to_json()  # fmt: skip
+    legacy["group_fields"] = ["region"]
+    config = CampaignConfig.from_json(legacy)
+    store = Store(tmp_path / "deniable.sqlite3")
+    with store.transaction() as conn:
+        store.insert_campaign(conn, "legacy", legacy, trust_model="central", budget=1.0, adjacency="add-remove")
+    with pytest.raises(InvalidParameter, match=r"declares no group_values for 'region' \(it predates them\)"):
+        estimates.estimate(store, config, group_by="region", level=0.95, noise=None)
+    assert store.get_campaign("legacy").epsilon_spent == 0.0  # refused before anything was spent
+    assert estimates.estimate(store, config, group_by=None, level=0.95, noise=None)["epsilon_spent"] == 0.5

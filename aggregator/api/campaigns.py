@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
+from deniable.aggregator.auth import ADMIN, current_role
 from deniable.aggregator.bodies import json_body
 from deniable.aggregator.service import current_service
 
@@ -20,8 +21,8 @@ def create() -> tuple[dict[str, Any], int]:
 
 @bp.get("")
 def list_all() -> dict[str, Any]:
-    """Every campaign with its counters."""
-    return current_service().list_campaigns()
+    """Every campaign with its counters (exact report counts of central add/remove campaigns: admin only)."""
+    return current_service().list_campaigns(exact_counts=current_role() == ADMIN)
 
 
 @bp.get("/<campaign_id>")
