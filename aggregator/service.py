@@ -17,7 +17,9 @@ from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import DeniableError, InvalidConfig
 
-__all__ = ["CREATE_FIELDS", "MIN_EPSILON", "CampaignExists", "Service", "config_of", "current_service"]
+__all__ = [
+    "CREATE_FIELDS", "MAX_GROUP_CELLS", "MIN_EPSILON", "CampaignExists", "Service", "config_of", "current_service",
+]
 
 #: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
 CREATE_FIELDS = frozenset(
@@ -32,6 +34,23 @@ _REQUIRED = ("id", "question", "categories", "epsilon")
 #: Smallest ε the aggregator creates a campaign with. Far below it e^ε rounds to 1 in floating point, the
 #: mechanism's p* and q* coincide and no estimate can be computed (p* − q* = 0 divides).
 MIN_EPSILON = 0.001
+
+
+#: Most cells (declared values × categories) a grouped estimate of one field may hold on this aggregator.
+#: A central release draws exact noise for every cell (30–50 µs each), empty groups included, so this
+#: keeps the largest release to a few seconds and its JSON body to tens of megabytes.
+MAX_GROUP_CELLS = 100_000
+
+
+def _check_group_cells(config: CampaignConfig) -> None:
+    for name, values in config.group_values.items():
+        cells = len(values) * config.k
+        if cells > MAX_GROUP_CELLS:
+            raise InvalidConfig(
+                f"'group_values.{name}' declares {len(values)} values for {config.k} categories: a grouped "
+                f"estimate would hold {cells} cells, at most {MAX_GROUP_CELLS} on this aggregator (every "
+                "declared group is estimated, empty ones too); declare fewer values or fewer categories"
+            )
 
 
 def _check_min_epsilon(epsilon: object) -> None:
@@ -95,6 +114,7 @@ class Service:
             adjacency=body.get("adjacency"),
             group_values=body.get("group_values"),
         )
+        _check_group_cells(config)
         with self.store.transaction() as conn:
             if self.store.campaign_exists(conn, config.id):
                 raise CampaignExists(

@@ -264,3 +264,18 @@ def test_a_grouped_release_of_a_legacy_central_campaign_is_refused(tmp_path: Pat
         estimates.estimate(store, config, group_by="region", level=0.95, noise=None)
     assert store.get_campaign("legacy").epsilon_spent == 0.0  # refused before anything was spent
     assert estimates.estimate(store, config, group_by=None, level=0.95, noise=None)["epsilon_spent"] == 0.5
+
+
+def test_a_declared_domain_too_large_to_release_is_refused(aggregator: RunningServer) -> None:
+    """1000 groups × 101 categories would need 101,000 exact noise draws per grouped release."""
+    response = aggregator.post(
+        "/api/v1/campaigns",
+        role="admin",
+        json={
+            "id": "huge-central", "question": "?", "categories": [f"c{i}" for i in range(101)], "epsilon": 0.5,
+            "trust_model": "central", "budget": 1.0, "group_fields": ["region"],
+            "group_values": {"region": [f"r{i}" for i in range(1000)]},
+        },
+    )  # fmt: skip
+    assert response.status_code == 422, response.text
+    assert "would hold 101000 cells, at most 100000" in response.json()["error"]["message"]
