@@ -15,7 +15,7 @@ from typing import Any
 from flask import request
 from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
-__all__ = ["json_body", "query_float", "query_str"]
+__all__ = ["json_body", "query_bool", "query_float", "query_str"]
 
 
 def _reject_constant(name: str) -> Any:
@@ -53,6 +53,17 @@ def query_str(name: str, *, default: str | None = None, max_length: int = 64) ->
     if value is not None and len(value) > max_length:
         raise BadRequest(f"query parameter {name!r} must be at most {max_length} characters")
     return value
+
+
+def query_bool(name: str) -> bool:
+    """A boolean query-string parameter: ``true``/``1`` or ``false``/``0`` (absent: false)."""
+    raw = request.args.get(name)
+    if raw is None:
+        return False
+    value = raw.lower()
+    if value not in ("true", "1", "false", "0"):
+        raise BadRequest(f"query parameter {name!r} must be true or false, got {raw[:32]!r}")
+    return value in ("true", "1")
 
 
 def query_float(name: str, *, default: float, low: float, high: float) -> float:

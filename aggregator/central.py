@@ -21,19 +21,18 @@ Adjacency → sensitivity: ``add-remove`` (one person added or removed: one bin 
 
 Accountant (pure ε-DP, persisted in ``campaigns.epsilon_spent``): a release spends its ε (sequential
 composition, Dwork et al. 2006); a release grouped by a field spends ε **once** for all its groups, since
-the groups are disjoint (parallel composition, McSherry 2009); the same release asked again (same
-``group_by`` and noise over the same *public* snapshot of the data, :func:`public_snapshot`) is served
-from ``central_releases`` and spends nothing (post-processing); the CI level is not part of the key
-because intervals are recomputed from the stored noisy counts (post-processing again). A release that
-would take the spent ε past the budget raises :class:`BudgetExceeded` (expected as HTTP 409 Conflict).
+the groups are disjoint (parallel composition, McSherry 2009). A release is kept in a slot named by what
+was asked (``group_by`` and noise, :func:`release_key`): the same release asked again is served from
+``central_releases`` and spends nothing (post-processing), whatever reports arrived since; the CI level is
+not part of the key because intervals are recomputed from the stored noisy counts (post-processing
+again). To include newer reports the analyst asks for ``refresh``: a new draw over the current data that
+spends ε again and replaces the slot. A release that would take the spent ε past the budget raises
+:class:`BudgetExceeded` (expected as HTTP 409 Conflict).
 
-Whether a request is served from the cache, and so whether it spends ε, must depend on public facts
-only. Under ``add-remove`` the report count is private, so an open campaign's releases are never reused:
-reusing them while no report arrives would tell an analyst (through ``cached``, ``epsilon_spent`` and the
-unchanged counts, for free) exactly when someone took part. Once the campaign is closed its data is final
-and the snapshot is the public fact "closed". Under ``replace`` n is public and is the snapshot. For the
-same reason ``release_key`` hashes only that public snapshot (a hash of n could be inverted by trying
-every n), or is random for an open ``add-remove`` campaign.
+Whether a request is served from the slot, and so whether it spends ε, depends on the request only, never
+on the data: reusing a release only while no report arrives (keying it by the report count) would tell
+an analyst, through ``cached`` and ``epsilon_spent``, for free, exactly when someone took part, and a key
+hashing n could be inverted by trying every n.
 ε values are taken as the decimals they are written as (``Decimal(repr(ε))``), both for the noise scale
 and in the sum, so that the noise spends exactly what is charged and ten releases at 0.1 spend exactly 1.
 
@@ -42,9 +41,9 @@ Contract with the service (``aggregator/api``): the estimate route of a central 
     with store.transaction() as conn:                      # BEGIN IMMEDIATE: atomic read-modify-write
         body = central.release(conn, campaign_id, epsilon=eps, k=k, categories=labels,
                                group_by=field_or_None, group_values=declared_values_or_None,
-                               level=level, noise=noise)
+                               level=level, noise=noise, refresh=False)
 
-``release`` reads ``campaigns`` (budget, adjacency, epsilon_spent, n_reports) and ``tallies`` (the raw
+``release`` reads ``campaigns`` (budget, adjacency, epsilon_spent) and ``tallies`` (the raw
 counts per ``(group_field, group_value)``, ``("", "")`` overall), writes ``central_releases`` and
 ``campaigns.epsilon_spent``, and returns the JSON body: the shape of ``Estimate.to_dict`` (per category
 count, stderr, ci, proportion…) plus ``trust_model``, ``noise``, ``scale``, ``sensitivity``,
@@ -58,7 +57,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import secrets
 import sqlite3
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -77,7 +75,6 @@ __all__ = [
     "noise_scale",
     "noise_variance",
     "noisy_counts",
-    "public_snapshot",
     "release",
     "release_key",
     "remaining",
@@ -180,21 +177,9 @@ def charge(spent: float, budget: float, epsilon: float, *, campaign_id: str = ""
     return float(total)
 
 
-def public_snapshot(adjacency: str, status: str, n_reports: int) -> int | str | None:
-    """The public identity of the data a release is drawn from, or None when there is none to reuse.
-
-    ``replace``: n is public, and the store is append-only, so n identifies the data. ``add-remove``: n is
-    private; a closed campaign's data is final (``"closed"``), an open one's has no public identity, so
-    each of its releases is fresh and spends ε: whether ε is spent then depends on the request only.
-    """
-    if adjacency == "replace":
-        return n_reports
-    return "closed" if status == "closed" else None
-
-
-def release_key(group_by: str | None, noise: str, snapshot: int | str) -> str:
-    """Identity of a release: what is released (grouping, noise) over which public snapshot of the data."""
-    canonical = json.dumps({"group_by": group_by or "", "noise": noise, "snapshot": snapshot}, sort_keys=True)
+def release_key(group_by: str | None, noise: str) -> str:
+    """The slot a release is kept in: what was asked (grouping, noise), nothing about the data."""
+    canonical = json.dumps({"group_by": group_by or "", "noise": noise}, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -290,8 +275,12 @@ def release(
     group_values: Sequence[str] | None = None,
     level: float = 0.95,
     noise: str = "discrete-laplace",
+    refresh: bool = False,
 ) -> dict[str, Any]:
-    """Release the campaign's noisy histogram (per group if ``group_by``), spending ε at most once.
+    """Release the campaign's noisy histogram (per group if ``group_by``), spending ε at most once per draw.
+
+    The release asked for before (same ``group_by`` and noise) is served again for free; ``refresh`` draws
+    a new one over the current data, spends ε and replaces it.
 
     Must run inside the caller's write transaction (``Store.transaction()``, BEGIN IMMEDIATE) so that the
     budget check, the noise draw and the spend are one atomic step. ``group_values`` are the declared
@@ -305,36 +294,35 @@ def release(
     _check_noise(noise)
     normal_quantile(level)
     row = conn.execute(
-        "SELECT trust_model, budget, adjacency, epsilon_spent, n_reports, status FROM campaigns WHERE id = ?",
+        "SELECT trust_model, budget, adjacency, epsilon_spent FROM campaigns WHERE id = ?",
         (campaign_id,),
     ).fetchone()
     if row is None:
         raise UnknownCampaign(f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns")
-    trust_model, budget, adjacency, spent, n_reports, status = row
+    trust_model, budget, adjacency, spent = row
     if trust_model != "central" or budget is None:
         raise InvalidConfig(f"campaign {campaign_id!r} is not a central campaign with a budget")
-    snapshot = public_snapshot(adjacency, status, int(n_reports))
+    key = release_key(group_by, noise)
     cached = None
-    if snapshot is None:
-        key = secrets.token_hex(16)  # a fresh release, never reused; the key says nothing about the data
-    else:
-        key = release_key(group_by, noise, snapshot)
+    if not refresh:
         cached = conn.execute(
-            "SELECT result_json FROM central_releases WHERE campaign_id = ? AND release_key = ?",
+            "SELECT result_json, created_at FROM central_releases WHERE campaign_id = ? AND release_key = ?",
             (campaign_id, key),
         ).fetchone()
     if cached is not None:
-        stored = json.loads(cached[0])
+        stored, released_at = json.loads(cached[0]), cached[1]
     else:
         new_spent = charge(spent, budget, epsilon, campaign_id=campaign_id)
         field = group_by or ""
         tallies = _read_tallies(conn, campaign_id, field)
         values = [""] if group_by is None else sorted(set(group_values or ()) | set(tallies))
         stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise)
+        released_at = dt.datetime.now(dt.UTC).isoformat()
         conn.execute(
             "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (campaign_id, key, float(epsilon), json.dumps(stored), dt.datetime.now(dt.UTC).isoformat()),
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, release_key) DO UPDATE SET"
+            " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
+            (campaign_id, key, float(epsilon), json.dumps(stored), released_at),
         )
         conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (new_spent, campaign_id))
         spent = new_spent
@@ -345,6 +333,7 @@ def release(
             "epsilon_remaining": remaining(spent, budget),
             "budget": float(budget),
             "cached": cached is not None,
+            "released_at": released_at,
             "release_key": key,
         }
     )

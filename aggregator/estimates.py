@@ -70,9 +70,16 @@ def local_estimate(
 
 
 def central_estimate(
-    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, noise: str | None
+    store: Store,
+    config: CampaignConfig,
+    *,
+    group_by: str | None,
+    level: float,
+    noise: str | None,
+    refresh: bool = False,
 ) -> dict[str, Any]:
-    """A noisy release of a central campaign (spends ε from its budget, once per distinct release)."""
+    """A noisy release of a central campaign: the stored one (free), or a new draw when ``refresh``
+    (spends ε from the budget)."""
     _check_group_by(config, group_by)
     if group_by is not None and group_by in config.undeclared_group_fields:
         raise InvalidParameter(
@@ -96,6 +103,7 @@ def central_estimate(
             group_by=group_by,
             group_values=None if group_by is None else list(config.group_values[group_by]),
             level=level,
+            refresh=refresh,
             **options,
         )
     if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
@@ -104,13 +112,23 @@ def central_estimate(
 
 
 def estimate(
-    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, noise: str | None
+    store: Store,
+    config: CampaignConfig,
+    *,
+    group_by: str | None,
+    level: float,
+    noise: str | None,
+    refresh: bool = False,
 ) -> dict[str, Any]:
     """The estimate route's body for either trust model."""
     if config.trust_model == "central":
-        return central_estimate(store, config, group_by=group_by, level=level, noise=noise)
+        return central_estimate(store, config, group_by=group_by, level=level, noise=noise, refresh=refresh)
     if noise is not None:
         raise InvalidParameter(
             "'noise' applies to central campaigns only; local reports carry their own noise"
+        )
+    if refresh:
+        raise InvalidParameter(
+            "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
         )
     return local_estimate(store, config, group_by=group_by, level=level)

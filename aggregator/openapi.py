@@ -372,6 +372,13 @@ _PATHS: dict[str, Any] = {
                     "description": "central campaigns only",
                     "schema": {"type": "string", "enum": ["discrete-laplace", "laplace"]},
                 },
+                {
+                    "name": "refresh",
+                    "in": "query",
+                    "description": "central campaigns only: draw a new release over the current reports "
+                    "(spends epsilon) instead of serving the stored one (free)",
+                    "schema": {"type": "boolean"},
+                },
             ],
             "responses": {
                 "200": _json(_ref("Estimate"), "the estimate"),

@@ -174,11 +174,19 @@ class Service:
         return ingest.submit_batch(self.store, config, private_key, body, max_batch=self.max_batch)
 
     def estimate(
-        self, campaign_id: str, *, group_by: str | None, level: float, noise: str | None = None
+        self,
+        campaign_id: str,
+        *,
+        group_by: str | None,
+        level: float,
+        noise: str | None = None,
+        refresh: bool = False,
     ) -> dict[str, Any]:
-        """The estimate (local) or noisy release (central) of a campaign."""
+        """The estimate (local) or noisy release (central; ``refresh`` draws a new one) of a campaign."""
         config = self.campaign(campaign_id)
-        return estimates.estimate(self.store, config, group_by=group_by, level=level, noise=noise)
+        return estimates.estimate(
+            self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh
+        )
 
     def health(self) -> dict[str, Any]:
         """Liveness and readiness: the database answers a query."""

@@ -1,4 +1,4 @@
-"""``GET /api/v1/campaigns/<id>/estimate[?group_by=<field>&level=0.95&noise=...]`` (analyst)."""
+"""``GET /api/v1/campaigns/<id>/estimate[?group_by=<field>&level=0.95&noise=...&refresh=true]`` (analyst)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.bodies import query_float, query_str
+from deniable.aggregator.bodies import query_bool, query_float, query_str
 from deniable.aggregator.service import current_service
 
 bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
@@ -20,4 +20,5 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         group_by=query_str("group_by"),
         level=query_float("level", default=0.95, low=0.0, high=1.0),
         noise=query_str("noise"),
+        refresh=query_bool("refresh"),
     )
