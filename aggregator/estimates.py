@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from werkzeug.exceptions import NotImplemented as NotImplementedHTTP
-
+from deniable.aggregator import central
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -88,10 +87,6 @@ def central_estimate(
             "someone in them took part; ask for the ungrouped release, or create a new campaign that "
             "declares group_values"
         )
-    try:
-        from deniable.aggregator import central
-    except ImportError as exc:  # the central module is optional in a partial install
-        raise NotImplementedHTTP("central releases are not available in this installation") from exc
     options = {} if noise is None else {"noise": noise}
     with store.transaction() as conn:
         body: dict[str, Any] = central.release(
