@@ -28,8 +28,6 @@ created before ``group_values`` existed still parse; the aggregator refuses grou
 from __future__ import annotations
 
 import hashlib
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,11 +39,28 @@ from deniable.shared.envelope import (
     SUITE_ID,
     SUPPORTED_VERSIONS,
     canonical_json,
-    check_public_key,
     decode_key,
     encode_key,
 )
 from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.fields import (
+    MAX_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_GROUP_FIELDS,
+    MAX_GROUP_VALUE_CHARS,
+    MAX_GROUP_VALUES,
+    check_categories,
+    check_choice,
+    check_group_fields,
+    check_group_values,
+    check_number,
+    check_params,
+    check_public_key,
+    check_slug,
+    check_text,
+    check_unicode,
+    show,
+)
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
 
 __all__ = [
@@ -73,15 +88,8 @@ ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
 STATUSES: tuple[str, ...] = ("open", "closed")
 MAX_EPSILON = 10.0
 MAX_BUDGET = 100.0
-MAX_CATEGORIES = 4096
-MAX_CATEGORY_CHARS = 200
 MAX_QUESTION_CHARS = 2000
-MAX_GROUP_FIELDS = 8
-MAX_GROUP_VALUE_CHARS = 64
-#: Most values ``group_values`` may declare for one group field.
-MAX_GROUP_VALUES = 1000
 
-_SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _REQUIRED_KEYS = frozenset(
     {
         "id",
@@ -133,34 +141,34 @@ class CampaignConfig:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        _check_slug("id", self.id)
-        _check_text("question", self.question, MAX_QUESTION_CHARS)
-        set_(self, "categories", _check_categories(self.categories))
-        set_(self, "epsilon", _check_number("epsilon", self.epsilon, MAX_EPSILON))
-        set_(self, "group_fields", _check_group_fields(self.group_fields))
-        set_(self, "group_values", MappingProxyType(_check_group_values(self.group_values, self.group_fields)))
-        _check_choice("trust_model", self.trust_model, TRUST_MODELS)
-        _check_choice("status", self.status, STATUSES)
-        _check_public_key(self.public_key)
+        check_slug("id", self.id)
+        check_text("question", self.question, MAX_QUESTION_CHARS)
+        set_(self, "categories", check_categories(self.categories))
+        set_(self, "epsilon", check_number("epsilon", self.epsilon, MAX_EPSILON))
+        set_(self, "group_fields", check_group_fields(self.group_fields))
+        set_(self, "group_values", MappingProxyType(check_group_values(self.group_values, self.group_fields)))
+        check_choice("trust_model", self.trust_model, TRUST_MODELS)
+        check_choice("status", self.status, STATUSES)
+        check_public_key(self.public_key)
         if isinstance(self.format_version, bool) or self.format_version not in SUPPORTED_VERSIONS:
             raise InvalidConfig(
                 f"'format_version' must be one of {list(SUPPORTED_VERSIONS)}, "
-                f"got {_show(self.format_version)}; update the client to read newer campaigns"
+                f"got {show(self.format_version)}; update the client to read newer campaigns"
             )
         if self.suite != SUITE_ID:
-            raise InvalidConfig(f"'suite' must be {SUITE_ID!r}, got {_show(self.suite)}")
+            raise InvalidConfig(f"'suite' must be {SUITE_ID!r}, got {show(self.suite)}")
         if self.trust_model == "central":
             self._check_central()
         else:
             self._check_local()
-        set_(self, "params", MappingProxyType(_check_params(self.params, self._expected_params())))
+        set_(self, "params", MappingProxyType(check_params(self.params, self._expected_params())))
 
     def _check_local(self) -> None:
         if self.budget is not None or self.adjacency is not None:
             raise InvalidConfig(
                 "'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones"
             )
-        _check_choice("mechanism", self.mechanism, LOCAL_MECHANISMS)
+        check_choice("mechanism", self.mechanism, LOCAL_MECHANISMS)
         if self.mechanism == "binary-rr" and len(self.categories) != 2:
             raise InvalidConfig(
                 f"mechanism 'binary-rr' needs exactly 2 categories, got {len(self.categories)}; "
@@ -171,18 +179,18 @@ class CampaignConfig:
         if self.mechanism != CENTRAL_MECHANISM:
             raise InvalidConfig(
                 f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r}, "
-                f"got {_show(self.mechanism)}"
+                f"got {show(self.mechanism)}"
             )
         if self.budget is None:
             raise InvalidConfig("central campaigns need a 'budget': the total ε of all releases")
-        budget = _check_number("budget", self.budget, MAX_BUDGET)
+        budget = check_number("budget", self.budget, MAX_BUDGET)
         if budget < self.epsilon:
             raise InvalidConfig(
                 f"'budget' ({budget:g}) must be at least 'epsilon' ({self.epsilon:g}), the ε of one release"
             )
         object.__setattr__(self, "budget", budget)
         adjacency = "add-remove" if self.adjacency is None else self.adjacency
-        _check_choice("adjacency", adjacency, ADJACENCIES)
+        check_choice("adjacency", adjacency, ADJACENCIES)
         object.__setattr__(self, "adjacency", adjacency)
 
     @property
@@ -232,8 +240,8 @@ class CampaignConfig:
         of central campaigns created before ``group_values`` existed (and the wire-format vectors) still
         parse; the aggregator refuses grouped releases of those (see ``undeclared_group_fields``).
         """
-        cats = _check_categories(categories)
-        eps = _check_number("epsilon", epsilon, MAX_EPSILON)
+        cats = check_categories(categories)
+        eps = check_number("epsilon", epsilon, MAX_EPSILON)
         if trust_model == "central" and mechanism in ("auto", None):
             mechanism = CENTRAL_MECHANISM
         elif trust_model != "central" and mechanism == "auto":
@@ -249,7 +257,7 @@ class CampaignConfig:
             epsilon=eps,
             mechanism=str(mechanism),
             params=params,
-            group_fields=_check_group_fields(group_fields),
+            group_fields=check_group_fields(group_fields),
             public_key=key,
             trust_model=trust_model,  # type: ignore[arg-type]  # validated in __post_init__
             budget=budget,
@@ -289,18 +297,18 @@ class CampaignConfig:
     def from_json(cls, obj: object) -> CampaignConfig:
         """Parse and validate a descriptor; raises ``InvalidConfig`` (and nothing else) naming the field."""
         if not isinstance(obj, dict):
-            raise InvalidConfig(f"a campaign config must be a JSON object, got {_show(obj)}")
+            raise InvalidConfig(f"a campaign config must be a JSON object, got {show(obj)}")
         missing = sorted(_REQUIRED_KEYS - set(obj))
         unknown = sorted(str(key) for key in set(obj) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
         if missing or unknown:
             parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-            parts += [f"unknown {', '.join(_show(k) for k in unknown[:5])}"] if unknown else []
+            parts += [f"unknown {', '.join(show(k) for k in unknown[:5])}"] if unknown else []
             raise InvalidConfig(f"campaign config keys are wrong: {'; '.join(parts)}")
         for name in ("categories", "group_fields"):
             if not isinstance(obj[name], list):
-                raise InvalidConfig(f"{name!r} must be a JSON array, got {_show(obj[name])}")
+                raise InvalidConfig(f"{name!r} must be a JSON array, got {show(obj[name])}")
         if not isinstance(obj["params"], dict):
-            raise InvalidConfig(f"'params' must be a JSON object, got {_show(obj['params'])}")
+            raise InvalidConfig(f"'params' must be a JSON object, got {show(obj['params'])}")
         return cls(
             id=obj["id"],
             question=obj["question"],
@@ -359,7 +367,7 @@ class CampaignConfig:
             shown = ", ".join(repr(c) for c in self.categories[:10])
             more = f", ... ({self.k} categories)" if self.k > 10 else ""
             raise InvalidParameter(
-                f"value {_show(label)} is not a category of campaign '{self.id}'; "
+                f"value {show(label)} is not a category of campaign '{self.id}'; "
                 f"expected one of {shown}{more}"
             )
         return index
@@ -401,7 +409,7 @@ class CampaignConfig:
         """
         key = "value" if self.trust_model == "central" else "report"
         if not isinstance(payload, dict) or set(payload) != {key, "groups"}:
-            shown = sorted(map(str, payload)) if isinstance(payload, dict) else _show(payload)
+            shown = sorted(map(str, payload)) if isinstance(payload, dict) else show(payload)
             raise InvalidReport(
                 f"the payload of a {self.trust_model} campaign must be an object with exactly the keys "
                 f"{key!r} and 'groups', got {shown}"
@@ -413,7 +421,7 @@ class CampaignConfig:
         wire_type = _WIRE_TYPES[self.mechanism]
         if isinstance(wire, bool) or not isinstance(wire, wire_type):
             raise InvalidReport(
-                f"a {self.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, got {_show(wire)}"
+                f"a {self.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, got {show(wire)}"
             )
         try:
             report = self.build_mechanism().decode_report(wire)
@@ -425,16 +433,16 @@ class CampaignConfig:
 
     def _check_index(self, value: object, error: type[ValueError]) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.k:
-            raise error(f"'value' must be a category index in [0, {self.k}), got {_show(value)}")
+            raise error(f"'value' must be a category index in [0, {self.k}), got {show(value)}")
         return value
 
     def _check_groups(self, groups: object, error: type[ValueError]) -> dict[str, str]:
         if not isinstance(groups, Mapping):
-            raise error(f"'groups' must be an object mapping group fields to strings, got {_show(groups)}")
+            raise error(f"'groups' must be an object mapping group fields to strings, got {show(groups)}")
         expected = set(self.group_fields)
         if set(groups) != expected:
             missing = sorted(expected - set(groups))
-            extra = sorted(_show(k) for k in set(groups) - expected)
+            extra = sorted(show(k) for k in set(groups) - expected)
             raise error(
                 f"'groups' must have exactly the group fields of campaign '{self.id}' "
                 f"({', '.join(map(repr, self.group_fields)) or 'none'}): "
@@ -447,13 +455,13 @@ class CampaignConfig:
             if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
                 raise error(
                     f"group '{name}' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
-                    f"got {_show(value)}"
+                    f"got {show(value)}"
                 )
-            _check_unicode(f"group '{name}'", value, error)
+            check_unicode(f"group '{name}'", value, error)
             declared = self._declared.get(name)
             if declared is not None and value not in declared:
                 raise error(
-                    f"group '{name}' has the value {_show(value)}, which campaign '{self.id}' does not "
+                    f"group '{name}' has the value {show(value)}, which campaign '{self.id}' does not "
                     f"declare; its group_values for '{name}' are "
                     + ", ".join(repr(v) for v in self.group_values[name][:10])
                     + (f", ... ({len(declared)} values)" if len(declared) > 10 else "")
@@ -478,136 +486,3 @@ def _build(name: str, epsilon: float, k: int) -> Mechanism:
 def _olh_g(mechanism: Mechanism) -> int:
     assert isinstance(mechanism, OLH)
     return int(mechanism.g)
-
-
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 60 else f"a string of {len(value)} characters"
-    if value is None or isinstance(value, bool | int | float):
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
-def _check_unicode(name: str, value: str, error: type[ValueError]) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise error(f"{name} must be valid Unicode text (it contains a lone surrogate)") from exc
-
-
-def _check_slug(name: str, value: object) -> None:
-    if not isinstance(value, str) or _SLUG_RE.fullmatch(value) is None:
-        raise InvalidConfig(
-            f"{name!r} must be a slug matching ^[a-z0-9][a-z0-9-]{{0,63}}$ (lowercase letters, digits, '-'), "
-            f"got {_show(value)}"
-        )
-
-
-def _check_text(name: str, value: object, max_chars: int) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars:
-        raise InvalidConfig(f"{name!r} must be a string of 1..{max_chars} characters, got {_show(value)}")
-    _check_unicode(repr(name), value, InvalidConfig)
-
-
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidConfig(f"{name!r} must be one of {', '.join(map(repr, allowed))}, got {_show(value)}")
-
-
-def _check_number(name: str, value: object, upper: float) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 < value <= upper
-    ):
-        raise InvalidConfig(f"{name!r} must be a finite number in (0, {upper:g}], got {_show(value)}")
-    return float(value)
-
-
-def _check_categories(categories: object) -> tuple[str, ...]:
-    if not isinstance(categories, list | tuple) or not 2 <= len(categories) <= MAX_CATEGORIES:
-        size = f"{len(categories)} of them" if isinstance(categories, list | tuple) else _show(categories)
-        raise InvalidConfig(f"'categories' must be a list of 2..{MAX_CATEGORIES} labels, got {size}")
-    for i, label in enumerate(categories):
-        if not isinstance(label, str) or not 1 <= len(label) <= MAX_CATEGORY_CHARS:
-            raise InvalidConfig(
-                f"'categories[{i}]' must be a string of 1..{MAX_CATEGORY_CHARS} characters, "
-                f"got {_show(label)}"
-            )
-        _check_unicode(f"'categories[{i}]'", label, InvalidConfig)
-    if len(set(categories)) != len(categories):
-        seen: set[str] = set()
-        for label in categories:
-            if label in seen:
-                break
-            seen.add(label)
-        raise InvalidConfig(f"'categories' must be unique, {label!r} appears twice")
-    return tuple(categories)
-
-
-def _check_group_fields(group_fields: object) -> tuple[str, ...]:
-    if not isinstance(group_fields, list | tuple) or len(group_fields) > MAX_GROUP_FIELDS:
-        raise InvalidConfig(
-            f"'group_fields' must be a list of at most {MAX_GROUP_FIELDS} slugs, got {_show(group_fields)}"
-            + (f" of {len(group_fields)}" if isinstance(group_fields, list | tuple) else "")
-        )
-    for i, name in enumerate(group_fields):
-        _check_slug(f"group_fields[{i}]", name)
-    if len(set(group_fields)) != len(group_fields):
-        raise InvalidConfig("'group_fields' must be unique")
-    return tuple(group_fields)
-
-
-def _check_group_values(group_values: object, group_fields: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The declared values of each group field: keys among ``group_fields``, values unique 1..64-char strings."""
-    if not isinstance(group_values, Mapping):
-        raise InvalidConfig(
-            f"'group_values' must be an object mapping group fields to lists of values, got {_show(group_values)}"
-        )
-    checked: dict[str, tuple[str, ...]] = {}
-    for name, values in group_values.items():
-        if name not in group_fields:
-            fields = ", ".join(map(repr, group_fields)) or "none"
-            raise InvalidConfig(f"'group_values' keys must be group fields ({fields}), got {_show(name)}")
-        where = f"'group_values.{name}'"
-        if not isinstance(values, list | tuple) or not 1 <= len(values) <= MAX_GROUP_VALUES:
-            size = f"{len(values)} of them" if isinstance(values, list | tuple) else _show(values)
-            raise InvalidConfig(f"{where} must be a list of 1..{MAX_GROUP_VALUES} values, got {size}")
-        for i, value in enumerate(values):
-            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
-                raise InvalidConfig(
-                    f"'group_values.{name}[{i}]' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
-                    f"got {_show(value)}"
-                )
-            _check_unicode(f"'group_values.{name}[{i}]'", value, InvalidConfig)
-        if len(set(values)) != len(values):
-            twice = next(v for i, v in enumerate(values) if v in values[:i])
-            raise InvalidConfig(f"{where} must be unique, {twice!r} appears twice")
-        checked[name] = tuple(values)
-    return {name: checked[name] for name in group_fields if name in checked}
-
-
-def _check_public_key(public_key: object) -> None:
-    if not isinstance(public_key, str):
-        raise InvalidConfig(f"'public_key' must be a base64url string, got {_show(public_key)}")
-    try:
-        check_public_key(decode_key(public_key, name="public_key"))
-    except InvalidParameter as exc:
-        raise InvalidConfig(str(exc)) from exc
-
-
-def _check_params(params: object, expected: dict[str, int]) -> dict[str, int]:
-    if not isinstance(params, Mapping):
-        raise InvalidConfig(f"'params' must be an object, got {_show(params)}")
-    if set(params) != set(expected):
-        raise InvalidConfig(
-            f"'params' must have exactly the keys {', '.join(map(repr, sorted(expected)))}, "
-            f"got {', '.join(_show(k) for k in sorted(map(str, params))) or 'none'}"
-        )
-    for name, value in expected.items():
-        got = params[name]
-        if isinstance(got, bool) or not isinstance(got, int) or got != value:
-            why = "the number of categories" if name == "k" else "round(e^epsilon) + 1"
-            raise InvalidConfig(f"'params.{name}' must be {value} ({why}), got {_show(got)}")
-    return dict(params)

@@ -1,0 +1,172 @@
+"""Validators for the fields of a campaign descriptor: each raises ``InvalidConfig`` naming the field,
+the allowed range and what it got (``'categories' must be a list of 2..4096 labels, got 1 of them``)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from deniable.shared.envelope import check_public_key as check_key_bytes
+from deniable.shared.envelope import decode_key
+from deniable.shared.errors import InvalidConfig, InvalidParameter
+
+__all__ = [
+    "MAX_CATEGORIES",
+    "MAX_CATEGORY_CHARS",
+    "MAX_GROUP_FIELDS",
+    "MAX_GROUP_VALUES",
+    "MAX_GROUP_VALUE_CHARS",
+    "check_categories",
+    "check_choice",
+    "check_group_fields",
+    "check_group_values",
+    "check_number",
+    "check_params",
+    "check_public_key",
+    "check_slug",
+    "check_text",
+    "check_unicode",
+    "show",
+]
+
+MAX_CATEGORIES = 4096
+MAX_CATEGORY_CHARS = 200
+MAX_GROUP_FIELDS = 8
+MAX_GROUP_VALUE_CHARS = 64
+#: Most values ``group_values`` may declare for one group field.
+MAX_GROUP_VALUES = 1000
+SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+def show(value: object) -> str:
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else f"a string of {len(value)} characters"
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+def check_unicode(name: str, value: str, error: type[ValueError]) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{name} must be valid Unicode text (it contains a lone surrogate)") from exc
+
+
+def check_slug(name: str, value: object) -> None:
+    if not isinstance(value, str) or SLUG_RE.fullmatch(value) is None:
+        raise InvalidConfig(
+            f"{name!r} must be a slug matching ^[a-z0-9][a-z0-9-]{{0,63}}$ (lowercase letters, digits, '-'), "
+            f"got {show(value)}"
+        )
+
+
+def check_text(name: str, value: object, max_chars: int) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars:
+        raise InvalidConfig(f"{name!r} must be a string of 1..{max_chars} characters, got {show(value)}")
+    check_unicode(repr(name), value, InvalidConfig)
+
+
+def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidConfig(f"{name!r} must be one of {', '.join(map(repr, allowed))}, got {show(value)}")
+
+
+def check_number(name: str, value: object, upper: float) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= upper
+    ):
+        raise InvalidConfig(f"{name!r} must be a finite number in (0, {upper:g}], got {show(value)}")
+    return float(value)
+
+
+def check_categories(categories: object) -> tuple[str, ...]:
+    if not isinstance(categories, list | tuple) or not 2 <= len(categories) <= MAX_CATEGORIES:
+        size = f"{len(categories)} of them" if isinstance(categories, list | tuple) else show(categories)
+        raise InvalidConfig(f"'categories' must be a list of 2..{MAX_CATEGORIES} labels, got {size}")
+    for i, label in enumerate(categories):
+        if not isinstance(label, str) or not 1 <= len(label) <= MAX_CATEGORY_CHARS:
+            raise InvalidConfig(
+                f"'categories[{i}]' must be a string of 1..{MAX_CATEGORY_CHARS} characters, "
+                f"got {show(label)}"
+            )
+        check_unicode(f"'categories[{i}]'", label, InvalidConfig)
+    if len(set(categories)) != len(categories):
+        seen: set[str] = set()
+        for label in categories:
+            if label in seen:
+                break
+            seen.add(label)
+        raise InvalidConfig(f"'categories' must be unique, {label!r} appears twice")
+    return tuple(categories)
+
+
+def check_group_fields(group_fields: object) -> tuple[str, ...]:
+    if not isinstance(group_fields, list | tuple) or len(group_fields) > MAX_GROUP_FIELDS:
+        raise InvalidConfig(
+            f"'group_fields' must be a list of at most {MAX_GROUP_FIELDS} slugs, got {show(group_fields)}"
+            + (f" of {len(group_fields)}" if isinstance(group_fields, list | tuple) else "")
+        )
+    for i, name in enumerate(group_fields):
+        check_slug(f"group_fields[{i}]", name)
+    if len(set(group_fields)) != len(group_fields):
+        raise InvalidConfig("'group_fields' must be unique")
+    return tuple(group_fields)
+
+
+def check_group_values(group_values: object, group_fields: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The declared values of each group field: keys among ``group_fields``, values unique 1..64-char strings."""
+    if not isinstance(group_values, Mapping):
+        raise InvalidConfig(
+            f"'group_values' must be an object mapping group fields to lists of values, got {show(group_values)}"
+        )
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, values in group_values.items():
+        if name not in group_fields:
+            fields = ", ".join(map(repr, group_fields)) or "none"
+            raise InvalidConfig(f"'group_values' keys must be group fields ({fields}), got {show(name)}")
+        where = f"'group_values.{name}'"
+        if not isinstance(values, list | tuple) or not 1 <= len(values) <= MAX_GROUP_VALUES:
+            size = f"{len(values)} of them" if isinstance(values, list | tuple) else show(values)
+            raise InvalidConfig(f"{where} must be a list of 1..{MAX_GROUP_VALUES} values, got {size}")
+        for i, value in enumerate(values):
+            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
+                raise InvalidConfig(
+                    f"'group_values.{name}[{i}]' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
+                    f"got {show(value)}"
+                )
+            check_unicode(f"'group_values.{name}[{i}]'", value, InvalidConfig)
+        if len(set(values)) != len(values):
+            twice = next(v for i, v in enumerate(values) if v in values[:i])
+            raise InvalidConfig(f"{where} must be unique, {twice!r} appears twice")
+        checked[name] = tuple(values)
+    return {name: checked[name] for name in group_fields if name in checked}
+
+
+def check_public_key(public_key: object) -> None:
+    if not isinstance(public_key, str):
+        raise InvalidConfig(f"'public_key' must be a base64url string, got {show(public_key)}")
+    try:
+        check_key_bytes(decode_key(public_key, name="public_key"))
+    except InvalidParameter as exc:
+        raise InvalidConfig(str(exc)) from exc
+
+
+def check_params(params: object, expected: dict[str, int]) -> dict[str, int]:
+    if not isinstance(params, Mapping):
+        raise InvalidConfig(f"'params' must be an object, got {show(params)}")
+    if set(params) != set(expected):
+        raise InvalidConfig(
+            f"'params' must have exactly the keys {', '.join(map(repr, sorted(expected)))}, "
+            f"got {', '.join(show(k) for k in sorted(map(str, params))) or 'none'}"
+        )
+    for name, value in expected.items():
+        got = params[name]
+        if isinstance(got, bool) or not isinstance(got, int) or got != value:
+            why = "the number of categories" if name == "k" else "round(e^epsilon) + 1"
+            raise InvalidConfig(f"'params.{name}' must be {value} ({why}), got {show(got)}")
+    return dict(params)
