@@ -13,6 +13,11 @@ Trust models:
   ``adjacency`` fixing the sensitivity). There is no device mechanism: ``mechanism`` is ``"none"``. The
   payload is ``{"value": <index>, "groups": {...}}``.
 
+Recurring local campaigns (``"recurring": true``) collect in *rounds*: the payload also carries
+``"round": "<label>"`` (required there, forbidden elsewhere), a device counts once per round, and each round
+is estimated from its own reports. A device sends the same permanent randomized response for the same true
+value in every round (``deniable.client.memo``), so ε is spent once per distinct value over all rounds.
+
 Group fields (e.g. ``country``) are public attributes sent as they are (inside the encryption): they are not
 randomized, and estimates per group are estimates over the reports that declared that group.
 
@@ -56,6 +61,8 @@ from deniable.shared.fields import (
     check_number,
     check_params,
     check_public_key,
+    check_recurring,
+    check_round,
     check_slug,
     check_text,
     check_unicode,
@@ -78,6 +85,7 @@ __all__ = [
     "STATUSES",
     "TRUST_MODELS",
     "CampaignConfig",
+    "Payload",
 ]
 
 LOCAL_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
@@ -106,7 +114,7 @@ _REQUIRED_KEYS = frozenset(
         "trust_model",
     }
 )
-_OPTIONAL_KEYS = frozenset({"budget", "adjacency", "group_values"})
+_OPTIONAL_KEYS = frozenset({"budget", "adjacency", "group_values", "recurring"})
 _UNPINNED_KEYS = frozenset({"status"})
 #: The JSON type of each mechanism's wire report (``docs/wire-format.md``).
 _WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
@@ -138,6 +146,7 @@ class CampaignConfig:
     budget: float | None = None
     adjacency: Literal["add-remove", "replace"] | None = field(default=None)
     group_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    recurring: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -150,6 +159,7 @@ class CampaignConfig:
         check_choice("trust_model", self.trust_model, TRUST_MODELS)
         check_choice("status", self.status, STATUSES)
         check_public_key(self.public_key)
+        check_recurring(self.recurring)
         if isinstance(self.format_version, bool) or self.format_version not in SUPPORTED_VERSIONS:
             raise InvalidConfig(
                 f"'format_version' must be one of {list(SUPPORTED_VERSIONS)}, "
@@ -176,6 +186,11 @@ class CampaignConfig:
             )
 
     def _check_central(self) -> None:
+        if self.recurring:
+            raise InvalidConfig(
+                "'recurring' applies to local campaigns only: a central campaign's curator sees each raw "
+                "answer, so there is no permanent randomized response to reuse across rounds"
+            )
         if self.mechanism != CENTRAL_MECHANISM:
             raise InvalidConfig(
                 f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r}, "
@@ -230,6 +245,7 @@ class CampaignConfig:
         budget: float | None = None,
         adjacency: str | None = None,
         group_values: Mapping[str, Sequence[str]] | None = None,
+        recurring: bool = False,
     ) -> CampaignConfig:
         """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
 
@@ -239,6 +255,7 @@ class CampaignConfig:
         every group field (``InvalidConfig`` otherwise). ``from_json`` does not insist, so that descriptors
         of central campaigns created before ``group_values`` existed (and the wire-format vectors) still
         parse; the aggregator refuses grouped releases of those (see ``undeclared_group_fields``).
+        ``recurring=True`` (local only) makes a campaign that collects in rounds.
         """
         cats = check_categories(categories)
         eps = check_number("epsilon", epsilon, MAX_EPSILON)
@@ -263,6 +280,7 @@ class CampaignConfig:
             budget=budget,
             adjacency=adjacency,  # type: ignore[arg-type]
             group_values={} if group_values is None else group_values,  # type: ignore[arg-type]  # validated
+            recurring=recurring,
         )
         config._check_declared_groups()
         return config
@@ -270,8 +288,8 @@ class CampaignConfig:
     def to_json(self) -> dict[str, Any]:
         """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``).
 
-        ``group_values`` appears only when declared, so descriptors without it keep their canonical JSON
-        and pinned fingerprint.
+        ``group_values`` appears only when declared and ``recurring`` only when true, so descriptors
+        without them keep their canonical JSON and pinned fingerprint.
         """
         body = {
             "id": self.id,
@@ -291,6 +309,8 @@ class CampaignConfig:
         }
         if self.group_values:
             body["group_values"] = {name: list(values) for name, values in self.group_values.items()}
+        if self.recurring:
+            body["recurring"] = True
         return body
 
     @classmethod
@@ -325,6 +345,7 @@ class CampaignConfig:
             budget=obj.get("budget"),
             adjacency=obj.get("adjacency"),
             group_values=obj.get("group_values", {}),
+            recurring=obj.get("recurring", False),
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
@@ -386,37 +407,58 @@ class CampaignConfig:
         pinned = {key: value for key, value in self.to_json().items() if key not in _UNPINNED_KEYS}
         return hashlib.sha256(canonical_json(pinned)).hexdigest()
 
-    def make_payload(self, report_or_value: Any, groups: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def make_payload(
+        self, report_or_value: Any, groups: Mapping[str, str] | None = None, round: str | None = None
+    ) -> dict[str, Any]:
         """The plaintext of one envelope.
 
         Local: ``report_or_value`` is the device report from ``build_mechanism().randomize(index)`` and the
-        payload is ``{"report": encode_report(report), "groups": groups}``. Central: it is the category
-        index and the payload is ``{"value": index, "groups": groups}``. Raises ``InvalidParameter``.
+        payload is ``{"report": encode_report(report), "groups": groups}``, plus ``"round": round`` for a
+        recurring campaign (required there, forbidden elsewhere). Central: it is the category index and the
+        payload is ``{"value": index, "groups": groups}``. Raises ``InvalidParameter``.
         """
         checked = self._check_groups({} if groups is None else groups, InvalidParameter)
+        self._check_round_presence(round is not None, InvalidParameter)
         if self.trust_model == "central":
             self._check_index(report_or_value, InvalidParameter)
             return {"value": report_or_value, "groups": checked}
-        return {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
+        payload = {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
+        if round is not None:
+            payload["round"] = check_round(round, InvalidParameter)
+        return payload
 
     def decode_payload(self, payload: object) -> tuple[Any, dict[str, str]]:
         """Validate a decrypted payload against this campaign: ``(report or value, groups)``.
 
+        The same checks as :meth:`decode`, which also returns the round of a recurring campaign's payload.
+        """
+        decoded = self.decode(payload)
+        return decoded.value, decoded.groups
+
+    def decode(self, payload: object) -> Payload:
+        """Validate a decrypted payload against this campaign: its report or value, groups and round.
+
         Local: the report is decoded with the mechanism (outside its report space → ``InvalidReport``).
         Central: the value must be an integer index in ``[0, k)``. Groups must be exactly the campaign's
         group fields with string values of 1..64 characters, among the field's declared ``group_values``
-        when it has them. Raises ``InvalidReport`` and nothing else.
+        when it has them. ``round`` is required for a recurring campaign and forbidden otherwise. Raises
+        ``InvalidReport`` and nothing else.
         """
         key = "value" if self.trust_model == "central" else "report"
-        if not isinstance(payload, dict) or set(payload) != {key, "groups"}:
+        keys = {key, "groups", "round"} if self.recurring else {key, "groups"}
+        expected = f"{key!r}, 'groups' and 'round'" if self.recurring else f"{key!r} and 'groups'"
+        if isinstance(payload, dict) and set(payload) - {"round"} == keys - {"round"}:
+            self._check_round_presence("round" in payload, InvalidReport)
+        if not isinstance(payload, dict) or set(payload) != keys:
             shown = sorted(map(str, payload)) if isinstance(payload, dict) else show(payload)
             raise InvalidReport(
                 f"the payload of a {self.trust_model} campaign must be an object with exactly the keys "
-                f"{key!r} and 'groups', got {shown}"
+                f"{expected}, got {shown}"
             )
         groups = self._check_groups(payload["groups"], InvalidReport)
+        round_ = check_round(payload["round"], InvalidReport) if self.recurring else None
         if self.trust_model == "central":
-            return self._check_index(payload["value"], InvalidReport), groups
+            return Payload(self._check_index(payload["value"], InvalidReport), groups, None)
         wire = payload["report"]
         wire_type = _WIRE_TYPES[self.mechanism]
         if isinstance(wire, bool) or not isinstance(wire, wire_type):
@@ -429,7 +471,16 @@ class CampaignConfig:
             raise
         except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             raise InvalidReport(f"the report is not a valid {self.mechanism} report: {exc}") from exc
-        return report, groups
+        return Payload(report, groups, round_)
+
+    def _check_round_presence(self, present: bool, error: type[ValueError]) -> None:
+        if self.recurring and not present:
+            raise error(
+                f"campaign '{self.id}' is recurring: 'round' is required, a label such as '2026-11-29' "
+                "naming the collection round the answer belongs to"
+            )
+        if present and not self.recurring:
+            raise error(f"campaign '{self.id}' is not recurring: 'round' is not allowed in its payload")
 
     def _check_index(self, value: object, error: type[ValueError]) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.k:
@@ -471,6 +522,16 @@ class CampaignConfig:
     @cached_property
     def _declared(self) -> dict[str, frozenset[str]]:
         return {name: frozenset(values) for name, values in self.group_values.items()}
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A validated payload: the decoded report (local) or category index (central), the groups, and the
+    round label (recurring campaigns only, else None)."""
+
+    value: Any
+    groups: dict[str, str]
+    round: str | None
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_GROUP_FIELDS",
     "MAX_GROUP_VALUES",
     "MAX_GROUP_VALUE_CHARS",
+    "ROUND_PATTERN",
     "check_categories",
     "check_choice",
     "check_group_fields",
@@ -24,6 +25,8 @@ __all__ = [
     "check_number",
     "check_params",
     "check_public_key",
+    "check_recurring",
+    "check_round",
     "check_slug",
     "check_text",
     "check_unicode",
@@ -37,6 +40,9 @@ MAX_GROUP_VALUE_CHARS = 64
 #: Most values ``group_values`` may declare for one group field.
 MAX_GROUP_VALUES = 1000
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+#: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
+ROUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
+ROUND_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
 
 
 def show(value: object) -> str:
@@ -145,6 +151,21 @@ def check_group_values(group_values: object, group_fields: tuple[str, ...]) -> d
             raise InvalidConfig(f"{where} must be unique, {twice!r} appears twice")
         checked[name] = tuple(values)
     return {name: checked[name] for name in group_fields if name in checked}
+
+
+def check_recurring(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidConfig(f"'recurring' must be true or false, got {show(value)}")
+    return value
+
+
+def check_round(value: object, error: type[ValueError]) -> str:
+    """A round label: 1..32 characters, letters, digits, '.', '_', '-', starting with a letter or digit."""
+    if not isinstance(value, str) or ROUND_RE.fullmatch(value) is None:
+        raise error(
+            f"'round' must be a label matching {ROUND_PATTERN} (e.g. '2026-11-29' or 'w48'), got {show(value)}"
+        )
+    return value
 
 
 def check_public_key(public_key: object) -> None:

@@ -527,7 +527,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(campaign.__all__) == [
         "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
         "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
-        "MAX_QUESTION_CHARS",
+        "MAX_QUESTION_CHARS", "Payload",
         "STATUSES", "TRUST_MODELS",
     ]  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
