@@ -8,7 +8,8 @@ Each envelope then ends as exactly one of:
   and binding (tampered, replayed under another id or campaign), or a payload outside the campaign's
   report space. Nothing of it is stored.
 * ``duplicate``: its report id is already stored (a retry: idempotent) or its device pseudonym already
-  reported to this campaign (one device counts once). Nothing changes.
+  reported to this campaign (one device counts once; in a recurring campaign, once per round). Nothing
+  changes.
 * ``accepted``: stored, tallied and counted in the same SQLite transaction, committed (fsync) before the
   reply is sent.
 
@@ -51,7 +52,8 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
     """Validate, decrypt and decode one envelope into a storable row; raises ``InvalidReport``."""
     envelope = Envelope.from_json(item)
     payload = open_envelope(envelope, campaign_id=config.id, private_key=private_key)
-    decoded, groups = config.decode_payload(payload)
+    parsed = config.decode(payload)
+    decoded, groups = parsed.value, parsed.groups
     if config.trust_model == "central":
         wire: Any = decoded
         support: tuple[int, ...] = (decoded,)
@@ -65,6 +67,7 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
         groups=groups,
         report_json=json.dumps(wire, separators=(",", ":")),
         support=support,
+        round="" if parsed.round is None else parsed.round,
     )
 
 

@@ -16,6 +16,11 @@ What the store holds, and what it deliberately does not:
   transaction as the reports, so that it always equals a recount (``deniable verify``).
 * ``central_releases``: noisy releases of central campaigns, kept so that the same release asked twice
   spends its ε once.
+
+Version 2 adds *rounds* (recurring campaigns): ``reports.round`` and ``tallies.round`` (``''`` for
+non-recurring campaigns and for every row written before), a device counting once per (campaign, round,
+pseudonym) and each round tallied on its own. SQLite cannot alter a UNIQUE constraint or a primary key, so
+both tables are rebuilt and their rows copied, all within the one migration transaction.
 """
 
 from __future__ import annotations
@@ -74,8 +79,47 @@ _V1: tuple[str, ...] = (
     """,
 )
 
+_V2: tuple[str, ...] = (
+    """
+    CREATE TABLE reports_v2 (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        report_id    BLOB NOT NULL,
+        round        TEXT NOT NULL DEFAULT '',
+        pseudonym    BLOB NOT NULL,
+        groups_json  TEXT NOT NULL,
+        report_json  TEXT NOT NULL,
+        received_day TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, report_id),
+        UNIQUE (campaign_id, round, pseudonym)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO reports_v2 (campaign_id, report_id, round, pseudonym, groups_json, report_json, received_day)
+    SELECT campaign_id, report_id, '', pseudonym, groups_json, report_json, received_day FROM reports
+    """,
+    "DROP TABLE reports",
+    "ALTER TABLE reports_v2 RENAME TO reports",
+    """
+    CREATE TABLE tallies_v2 (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        round        TEXT NOT NULL DEFAULT '',
+        group_field  TEXT NOT NULL,
+        group_value  TEXT NOT NULL,
+        n            INTEGER NOT NULL,
+        support_json TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, round, group_field, group_value)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO tallies_v2 (campaign_id, round, group_field, group_value, n, support_json)
+    SELECT campaign_id, '', group_field, group_value, n, support_json FROM tallies
+    """,
+    "DROP TABLE tallies",
+    "ALTER TABLE tallies_v2 RENAME TO tallies",
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

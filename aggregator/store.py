@@ -5,9 +5,11 @@ reports survive a crash or a power loss. Every write happens in a ``BEGIN IMMEDI
 takes SQLite's single write lock up front, so several gunicorn workers (processes) and their threads can
 share one file: writers queue on ``busy_timeout`` and readers never block.
 
-Invariant kept by :meth:`Store.ingest`: for every campaign, group field and group value, the ``tallies``
-row equals the tally of the stored reports, and ``campaigns.n_reports`` equals their number (checked by
-``deniable verify``). Each device (pseudonym) and each report id counts at most once per campaign.
+Invariant kept by :meth:`Store.ingest`: for every campaign, round, group field and group value, the
+``tallies`` row equals the tally of the stored reports, and ``campaigns.n_reports`` equals their number
+(checked by ``deniable verify``). Each report id counts at most once per campaign, and each device
+(pseudonym) at most once per campaign and round. Non-recurring campaigns have the single round ``''``;
+a recurring campaign's rounds are the labels its devices send, each tallied (and estimated) on its own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ BUSY_TIMEOUT_MS = 30_000
 
 _SAME_REPORT = "this report_id is already stored; the retry changes nothing"
 _SAME_DEVICE = "this device (pseudonym) already reported to this campaign; it counts once"
+_SAME_DEVICE_IN_ROUND = "this device (pseudonym) already reported in this round; it counts once per round"
 
 #: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
 _IN_CHUNK = 500
@@ -70,6 +73,7 @@ class ReportRow:
     ``report_id`` and ``pseudonym`` are the envelope's hex strings (32 and 64 hex digits; stored as raw
     bytes). ``report_json`` is the compact JSON of the *randomized* report (never the raw value in local mode);
     ``support`` lists the categories whose support contains it (for central campaigns: the one value).
+    ``round`` is the round label of a recurring campaign's report, ``''`` otherwise.
     """
 
     report_id: str
@@ -77,6 +81,7 @@ class ReportRow:
     groups: dict[str, str]
     report_json: str
     support: tuple[int, ...]
+    round: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,14 +248,30 @@ class Store:
             found.update(row[0] for row in rows)
         return found
 
+    @staticmethod
+    def _existing_devices(
+        conn: sqlite3.Connection, campaign_id: str, devices: Sequence[bytes]
+    ) -> set[tuple[str, bytes]]:
+        """The ``(round, pseudonym)`` pairs already stored among ``devices`` (any round)."""
+        found: set[tuple[str, bytes]] = set()
+        for chunk in _chunks(devices):
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(
+                f"SELECT round, pseudonym FROM reports WHERE campaign_id = ? AND pseudonym IN ({marks})",  # noqa: S608
+                (campaign_id, *chunk),
+            )
+            found.update((row[0], row[1]) for row in rows)
+        return found
+
     def ingest(
         self, campaign_id: str, reports: Sequence[ReportRow], *, k: int, group_fields: Sequence[str]
     ) -> list[tuple[str, str | None]]:
         """Store the new reports and update the tallies and counters in ONE transaction.
 
         Returns, for each report in order, ``("accepted", None)`` or ``("duplicate", reason)``: a report id
-        already stored (an idempotent retry) or a pseudonym that already reported to this campaign (one
-        device counts once). Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
+        already stored (an idempotent retry) or a pseudonym that already reported to this campaign in the
+        report's round (one device counts once per round; ``''`` is the one round of a non-recurring
+        campaign). Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
         batch, checked inside the transaction so that a concurrent close cannot let reports slip in.
         """
         day = _utc_now().date().isoformat()
@@ -263,27 +284,29 @@ class Store:
             ids = [bytes.fromhex(r.report_id) for r in reports]
             devices = [bytes.fromhex(r.pseudonym) for r in reports]
             known_ids = self._existing(conn, campaign_id, "report_id", ids)
-            known_devices = self._existing(conn, campaign_id, "pseudonym", devices)
+            known_devices = self._existing_devices(conn, campaign_id, devices)
             outcomes: list[tuple[str, str | None]] = []
             rows: list[tuple[str | bytes, ...]] = []
-            deltas: dict[tuple[str, str], list[int]] = {}
+            deltas: dict[tuple[str, str, str], list[int]] = {}
             group_keys: dict[tuple[tuple[str, str], ...], str] = {}
             for report, report_id, device in zip(reports, ids, devices, strict=True):
                 if report_id in known_ids:
                     outcomes.append(("duplicate", _SAME_REPORT))
                     continue
-                if device in known_devices:
-                    outcomes.append(("duplicate", _SAME_DEVICE))
+                if (report.round, device) in known_devices:
+                    outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
                     continue
                 known_ids.add(report_id)
-                known_devices.add(device)
+                known_devices.add((report.round, device))
                 outcomes.append(("accepted", None))
                 items = tuple(report.groups.items())
                 groups_json = group_keys.get(items)
                 if groups_json is None:
                     groups_json = group_keys[items] = _compact(report.groups)
-                rows.append((campaign_id, report_id, device, groups_json, report.report_json, day))
-                keys = [OVERALL] + [(f, report.groups[f]) for f in group_fields if f in report.groups]
+                rows.append((campaign_id, report_id, report.round, device, groups_json, report.report_json, day))
+                keys = [(report.round, *OVERALL)] + [
+                    (report.round, f, report.groups[f]) for f in group_fields if f in report.groups
+                ]
                 for key in keys:
                     delta = deltas.get(key)
                     if delta is None:
@@ -293,8 +316,8 @@ class Store:
                         delta[v] += 1
             if rows:
                 conn.executemany(
-                    "INSERT INTO reports (campaign_id, report_id, pseudonym, groups_json, report_json,"
-                    " received_day) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
+                    " received_day) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 self._add_tallies(conn, campaign_id, deltas, k)
@@ -305,48 +328,74 @@ class Store:
 
     @staticmethod
     def _add_tallies(
-        conn: sqlite3.Connection, campaign_id: str, deltas: dict[tuple[str, str], list[int]], k: int
+        conn: sqlite3.Connection, campaign_id: str, deltas: dict[tuple[str, str, str], list[int]], k: int
     ) -> None:
-        for (field, value), delta in deltas.items():
+        for (round_, field, value), delta in deltas.items():
             row = conn.execute(
-                "SELECT n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?"
+                "SELECT n, support_json FROM tallies WHERE campaign_id = ? AND round = ? AND group_field = ?"
                 " AND group_value = ?",
-                (campaign_id, field, value),
+                (campaign_id, round_, field, value),
             ).fetchone()
             n, support = (row[0], json.loads(row[1])) if row else (0, [0] * k)
             support = [s + d for s, d in zip(support, delta[:k], strict=True)]
             conn.execute(
-                "INSERT OR REPLACE INTO tallies (campaign_id, group_field, group_value, n, support_json)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (campaign_id, field, value, n + delta[k], _compact(support)),
+                "INSERT OR REPLACE INTO tallies (campaign_id, round, group_field, group_value, n, support_json)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (campaign_id, round_, field, value, n + delta[k], _compact(support)),
             )
 
-    def tallies(self, campaign_id: str, group_field: str = "") -> dict[str, StoredTally]:
-        """The stored tallies of one grouping: ``{group_value: StoredTally}`` (``{"": overall}`` by default).
+    def tallies(self, campaign_id: str, group_field: str = "", *, round: str = "") -> dict[str, StoredTally]:
+        """The stored tallies of one grouping in one round: ``{group_value: StoredTally}`` (``{"": overall}``
+        by default; ``round=''`` is the one round of a non-recurring campaign).
 
         Costs O(k · number of group values), whatever the number of reports.
         """
         rows = self.connection().execute(
-            "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?"
-            " ORDER BY group_value",
-            (campaign_id, group_field),
+            "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND round = ?"
+            " AND group_field = ? ORDER BY group_value",
+            (campaign_id, round, group_field),
         )
         return {value: StoredTally(n, json.loads(support)) for value, n, support in rows}
 
-    def all_tallies(self, campaign_id: str) -> dict[tuple[str, str], StoredTally]:
-        """Every stored tally of the campaign, keyed by ``(group_field, group_value)``."""
+    def all_tallies(self, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
+        """Every stored tally of the campaign in one round, keyed by ``(group_field, group_value)``."""
         rows = self.connection().execute(
-            "SELECT group_field, group_value, n, support_json FROM tallies WHERE campaign_id = ?",
-            (campaign_id,),
+            "SELECT group_field, group_value, n, support_json FROM tallies WHERE campaign_id = ? AND round = ?",
+            (campaign_id, round),
         )
         return {(f, v): StoredTally(n, json.loads(s)) for f, v, n, s in rows}
 
-    def iter_reports(self, campaign_id: str) -> Iterable[tuple[str, dict[str, str], str]]:
-        """Yield ``(report_id, groups, report_json)`` of every stored report (for recounts)."""
+    def rounds(self, campaign_id: str) -> list[tuple[str, int]]:
+        """``(round, n)`` of every round with reports, in label order (``''`` for a non-recurring campaign).
+
+        Read from the overall tallies: O(number of rounds).
+        """
         rows = self.connection().execute(
-            "SELECT report_id, groups_json, report_json FROM reports WHERE campaign_id = ?", (campaign_id,)
+            "SELECT round, n FROM tallies WHERE campaign_id = ? AND group_field = '' AND group_value = ''"
+            " AND n > 0 ORDER BY round",
+            (campaign_id,),
         )
-        for report_id, groups_json, report_json in rows:
+        return [(round_, n) for round_, n in rows]
+
+    def stored_rounds(self, campaign_id: str) -> set[str]:
+        """Every round label found in the stored reports or tallies (a full scan, for recounts)."""
+        conn = self.connection()
+        rows = conn.execute(
+            "SELECT round FROM reports WHERE campaign_id = ? UNION SELECT round FROM tallies WHERE campaign_id = ?",
+            (campaign_id, campaign_id),
+        )
+        return {row[0] for row in rows}
+
+    def iter_reports(
+        self, campaign_id: str, *, round: str | None = None
+    ) -> Iterable[tuple[str, dict[str, str], str]]:
+        """Yield ``(report_id, groups, report_json)`` of every stored report (for recounts), of one round
+        when ``round`` is given."""
+        sql = "SELECT report_id, groups_json, report_json FROM reports WHERE campaign_id = ?"
+        args: tuple[str, ...] = (campaign_id,)
+        if round is not None:
+            sql, args = sql + " AND round = ?", (campaign_id, round)
+        for report_id, groups_json, report_json in self.connection().execute(sql, args):
             yield report_id.hex(), json.loads(groups_json), report_json
 
     def count_reports(self, campaign_id: str) -> int:

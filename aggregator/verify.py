@@ -30,14 +30,15 @@ class CampaignCheck:
         return not self.mismatches
 
 
-def recount(store: Store, campaign_id: str) -> dict[tuple[str, str], StoredTally]:
-    """Tallies recomputed from the stored reports of one campaign, keyed like :meth:`Store.all_tallies`."""
+def recount(store: Store, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
+    """Tallies recomputed from the stored reports of one campaign and round, keyed like
+    :meth:`Store.all_tallies`."""
     config = config_of(store.get_campaign(campaign_id))
     central = config.trust_model == "central"
     mechanism = None if central else config.build_mechanism()
     k = config.k
     counts: dict[tuple[str, str], list[int]] = {}  # support[0..k-1], then n
-    for _, groups, report_json in store.iter_reports(campaign_id):
+    for _, groups, report_json in store.iter_reports(campaign_id, round=round):
         wire = json.loads(report_json)
         support = [wire] if mechanism is None else mechanism.support(mechanism.decode_report(wire))
         for key in [OVERALL] + [(f, groups[f]) for f in config.group_fields if f in groups]:
@@ -49,18 +50,20 @@ def recount(store: Store, campaign_id: str) -> dict[tuple[str, str], StoredTally
 
 
 def verify_store(store: Store) -> list[CampaignCheck]:
-    """Recount every campaign; each result lists the tallies or counters that disagree."""
+    """Recount every campaign, round by round; each result lists the tallies or counters that disagree."""
     checks = []
     for record in store.list_campaigns():
-        fresh = recount(store, record.id)
-        stored = store.all_tallies(record.id)
         check = CampaignCheck(record.id, store.count_reports(record.id), record.n_reports)
         if check.reports != check.counter:
             check.mismatches.append(f"n_reports counter is {check.counter}, {check.reports} reports stored")
-        for key in sorted(set(fresh) | set(stored)):
-            want, have = fresh.get(key), stored.get(key)
-            if want != have:
-                where = "overall" if key == OVERALL else f"{key[0]}={key[1]!r}"
-                check.mismatches.append(f"tally {where}: stored {have}, recount {want}")
+        for round_ in sorted(store.stored_rounds(record.id)):
+            fresh = recount(store, record.id, round=round_)
+            stored = store.all_tallies(record.id, round=round_)
+            for key in sorted(set(fresh) | set(stored)):
+                want, have = fresh.get(key), stored.get(key)
+                if want != have:
+                    where = "overall" if key == OVERALL else f"{key[0]}={key[1]!r}"
+                    where += f" in round {round_!r}" if round_ else ""
+                    check.mismatches.append(f"tally {where}: stored {have}, recount {want}")
         checks.append(check)
     return checks

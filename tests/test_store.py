@@ -25,13 +25,16 @@ def make_store(path: Path, campaign_id: str = "c1", group_fields: tuple[str, ...
     return store
 
 
-def row(i: int, *, value: int = 0, country: str = "NL", pseudonym: str | None = None) -> ReportRow:
+def row(
+    i: int, *, value: int = 0, country: str = "NL", pseudonym: str | None = None, round: str = ""
+) -> ReportRow:
     return ReportRow(
         report_id=f"{i:032x}",
         pseudonym=pseudonym or f"{i:064x}",
         groups={"country": country},
         report_json=json.dumps(value),
         support=(value,),
+        round=round,
     )
 
 
@@ -55,7 +58,9 @@ def test_new_database_is_migrated_with_wal_and_full_sync(tmp_path: Path) -> None
 def test_reports_table_holds_no_network_or_ciphertext_data(tmp_path: Path) -> None:
     store = Store(tmp_path / "db.sqlite3")
     columns = {r[1] for r in store.connection().execute("PRAGMA table_info(reports)")}
-    assert columns == {"campaign_id", "report_id", "pseudonym", "groups_json", "report_json", "received_day"}
+    assert columns == {
+        "campaign_id", "report_id", "round", "pseudonym", "groups_json", "report_json", "received_day",
+    }  # fmt: skip
 
 
 def test_migrate_is_idempotent_and_refuses_a_newer_schema(tmp_path: Path) -> None:
@@ -162,3 +167,57 @@ def test_processes_share_the_database_without_losing_or_doubling_reports(tmp_pat
     # ids 0..99 arrive, some twice and under two report ids each: each device is counted exactly once
     assert store.count_reports("c1") == 100
     assert store.all_tallies("c1")[OVERALL] == StoredTally(100, [100, 0, 0, 0])
+
+
+# ---------------------------------------------------------------------------------------------- rounds
+
+
+def test_a_device_counts_once_per_round_and_each_round_has_its_own_tallies(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    device = "d" * 64
+    outcomes = ingest(
+        store,
+        [
+            row(1, value=1, pseudonym=device, round="w1"),
+            row(2, value=2, pseudonym=device, round="w1"),  # the same device again in w1
+            row(3, value=1, pseudonym=device, round="w2"),  # the next round: counted
+            row(4, value=3, round="w2"),
+        ],
+    )
+    assert [status for status, _ in outcomes] == ["accepted", "duplicate", "accepted", "accepted"]
+    assert "once per round" in str(outcomes[1][1])
+    assert ingest(store, [row(3, value=1, pseudonym="e" * 64, round="w3")])[0] == (
+        "duplicate", "this report_id is already stored; the retry changes nothing",
+    )  # fmt: skip  # report ids stay unique per campaign, across rounds
+    assert store.rounds("c1") == [("w1", 1), ("w2", 2)]
+    assert store.all_tallies("c1", round="w1")[OVERALL] == StoredTally(1, [0, 1, 0, 0])
+    assert store.all_tallies("c1", round="w2")[OVERALL] == StoredTally(2, [0, 1, 0, 1])
+    assert store.all_tallies("c1") == {}  # nothing in the round '' of non-recurring reports
+    assert store.get_campaign("c1").n_reports == store.count_reports("c1") == 3
+
+
+def test_migration_to_rounds_keeps_the_reports_of_a_version_1_database(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, MIGRATIONS[:1]) == 1  # the schema as released before rounds
+    conn.execute("INSERT INTO campaigns (id, config_json, created_at, n_reports) VALUES ('c1', ?, 'then', 2)",
+                 (json.dumps({"id": "c1", "group_fields": ["country"]}),))  # fmt: skip
+    for i, value in ((1, 0), (2, 2)):
+        conn.execute(
+            "INSERT INTO reports VALUES ('c1', ?, ?, '{\"country\":\"NL\"}', ?, '2026-11-01')",
+            (bytes([i]) * 16, bytes([i]) * 32, json.dumps(value)),
+        )
+    for field, value in (("", ""), ("country", "NL")):
+        conn.execute("INSERT INTO tallies VALUES ('c1', ?, ?, 2, '[1,0,1,0]')", (field, value))
+    conn.close()
+
+    store = Store(path)  # migrates to the current version
+    assert store.connection().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    both = StoredTally(2, [1, 0, 1, 0])
+    assert store.all_tallies("c1") == {OVERALL: both, ("country", "NL"): both}
+    assert store.rounds("c1") == [("", 2)]
+    assert sorted(r for r, _, _ in store.iter_reports("c1", round="")) == [f"{1:02x}" * 16, f"{2:02x}" * 16]
+    # the old device may not count twice, the old report ids stay known
+    old_id = ReportRow(bytes([2]).hex() * 16, "f" * 64, {"country": "NL"}, "0", (0,))
+    outcomes = ingest(store, [row(9, pseudonym=bytes([1]).hex() * 32), old_id])
+    assert [status for status, _ in outcomes] == ["duplicate", "duplicate"]
