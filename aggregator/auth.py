@@ -31,6 +31,7 @@ ROUTE_ACCESS: dict[str, str] = {
     "campaigns.close": ADMIN,
     "reports.submit": PUBLIC,
     "estimates.estimate": ANALYST,
+    "estimates.rounds": ANALYST,
 }
 
 _CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})

@@ -6,6 +6,8 @@ Local campaigns: ``mechanism.estimate_tally(Tally(n, support))`` gives the unbia
 biased) counts. Reading them costs no privacy: the reports are already ε-LDP, and any analysis of them is
 post-processing. A per-group estimate uses only that group's reports (group fields are public attributes);
 a grouped estimate lists every declared group value (``group_values``), an empty group with n = 0.
+A recurring campaign is estimated one round at a time (``round`` is required): each round's estimate uses
+that round's reports only, in which every device counts at most once.
 
 Central campaigns delegate to :func:`deniable.aggregator.central.release`, which adds calibrated noise and
 charges the campaign's ε budget inside one write transaction. A grouped release passes the declared group
@@ -22,6 +24,7 @@ from deniable.aggregator import central
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
+from deniable.shared.fields import check_round
 from deniable.shared.mechanisms import Tally
 
 __all__ = ["central_estimate", "estimate", "local_estimate"]
@@ -43,21 +46,41 @@ def _local_one(config: CampaignConfig, stored: StoredTally, level: float) -> dic
     return body
 
 
+def _check_round(config: CampaignConfig, round: str | None) -> str:
+    """The round to estimate: a valid label for a recurring campaign, ``''`` (its only round) otherwise."""
+    if config.recurring and round is None:
+        raise InvalidParameter(
+            f"campaign {config.id!r} is recurring: pass 'round' to say which round to estimate; its rounds "
+            f"with reports are listed by GET /api/v1/campaigns/{config.id}/rounds"
+        )
+    if round is None:
+        return ""
+    if not config.recurring:
+        raise InvalidParameter(
+            f"'round' applies to recurring campaigns only; campaign {config.id!r} is not recurring, "
+            "leave 'round' out"
+        )
+    return check_round(round, InvalidParameter)
+
+
 def local_estimate(
-    store: Store, config: CampaignConfig, *, group_by: str | None, level: float
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, round: str | None = None
 ) -> dict[str, Any]:
-    """The estimate of a local campaign, overall or per value of ``group_by``."""
+    """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring."""
     _check_group_by(config, group_by)
+    round_ = _check_round(config, round)
+    head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local"}
+    if config.recurring:
+        head["round"] = round_
     empty = StoredTally(0, [0] * config.k)
-    overall = store.tallies(config.id).get(OVERALL[1], empty)
+    overall = store.tallies(config.id, round=round_).get(OVERALL[1], empty)
     body = _local_one(config, overall, level)
-    body = {"campaign_id": config.id, "trust_model": "local", **body}
+    body = {**head, **body}
     if group_by is not None:
-        groups = store.tallies(config.id, group_by)
+        groups = store.tallies(config.id, group_by, round=round_)
         values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
         body = {
-            "campaign_id": config.id,
-            "trust_model": "local",
+            **head,
             "mechanism": body["mechanism"],
             "epsilon": body["epsilon"],
             "n": body["n"],
@@ -114,9 +137,11 @@ def estimate(
     level: float,
     noise: str | None,
     refresh: bool = False,
+    round: str | None = None,
 ) -> dict[str, Any]:
-    """The estimate route's body for either trust model."""
+    """The estimate route's body for either trust model (``round``: recurring campaigns only)."""
     if config.trust_model == "central":
+        _check_round(config, round)
         return central_estimate(store, config, group_by=group_by, level=level, noise=noise, refresh=refresh)
     if noise is not None:
         raise InvalidParameter(
@@ -126,4 +151,4 @@ def estimate(
         raise InvalidParameter(
             "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
         )
-    return local_estimate(store, config, group_by=group_by, level=level)
+    return local_estimate(store, config, group_by=group_by, level=level, round=round)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from deniable.shared.fields import ROUND_PATTERN
+
 __all__ = ["DOCUMENT", "document"]
 
 _SLUG = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$", "minLength": 1, "maxLength": 64}
@@ -19,6 +21,7 @@ _GROUP_VALUES_DOC = (
     "the declared (public) values of each group field: keys among group_fields; required for every group "
     "field of a central campaign, so that which groups a release lists reveals nothing"
 )
+_ROUND = {"type": "string", "pattern": ROUND_PATTERN, "minLength": 1, "maxLength": 32}
 _BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 _PUBLIC: list[dict[str, list[str]]] = []
 
@@ -108,6 +111,11 @@ _SCHEMAS: dict[str, Any] = {
                     "items": {"type": "string", "minLength": 1, "maxLength": 64},
                 },
             },
+            "recurring": {
+                "type": "boolean",
+                "description": "local campaigns only: collect in rounds (each report names its round, a "
+                "device counts once per round, each round is estimated on its own)",
+            },
         },
     },
     "CampaignConfig": {
@@ -135,6 +143,11 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "description": _GROUP_VALUES_DOC + " (present only when declared)",
                 "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            },
+            "recurring": {
+                "type": "boolean",
+                "enum": [True],
+                "description": "present (and true) only for a recurring campaign, which collects in rounds",
             },
         },
     },
@@ -252,6 +265,7 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "properties": {"biased": {"type": "boolean", "enum": [True]}, "method": {"type": "string"}},
             },
+            "round": {"type": "string", "description": "the round estimated (recurring campaigns only)"},
             "group_by": {"type": "string"},
             "groups": {
                 "type": "object",
@@ -267,6 +281,25 @@ _SCHEMAS: dict[str, Any] = {
             "epsilon_spent": {"type": "number"},
             "epsilon_remaining": {"type": "number"},
             "budget": {"type": "number"},
+        },
+    },
+    "Rounds": {
+        "type": "object",
+        "required": ["campaign_id", "recurring", "rounds"],
+        "additionalProperties": False,
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "recurring": {"type": "boolean"},
+            "rounds": {
+                "type": "array",
+                "description": "the rounds holding reports, in label order (empty for a non-recurring campaign)",
+                "items": {
+                    "type": "object",
+                    "required": ["round", "n"],
+                    "additionalProperties": False,
+                    "properties": {"round": {"type": "string"}, "n": {"type": "integer", "minimum": 1}},
+                },
+            },
         },
     },
 }
@@ -354,6 +387,13 @@ _PATHS: dict[str, Any] = {
             "security": _BEARER,
             "parameters": [
                 _CAMPAIGN_ID,
+                {
+                    "name": "round",
+                    "in": "query",
+                    "description": "recurring campaigns: the round to estimate (required there, refused "
+                    "elsewhere); GET .../rounds lists them",
+                    "schema": _ROUND,
+                },
                 {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": 64}},
                 {
                     "name": "level",
@@ -384,6 +424,15 @@ _PATHS: dict[str, Any] = {
                 "200": _json(_ref("Estimate"), "the estimate"),
                 **_errors(400, 401, 403, 404, 409, 422),
             },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/rounds": {
+        "get": {
+            "operationId": "listRounds",
+            "summary": "The rounds of a recurring campaign that hold reports, with their counts (analyst)",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "responses": {"200": _json(_ref("Rounds"), "the rounds"), **_errors(401, 403, 404)},
         }
     },
 }

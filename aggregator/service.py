@@ -25,7 +25,7 @@ __all__ = [
 CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
-        "adjacency", "group_values",
+        "adjacency", "group_values", "recurring",
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
@@ -113,6 +113,7 @@ class Service:
             budget=body.get("budget"),
             adjacency=body.get("adjacency"),
             group_values=body.get("group_values"),
+            recurring=body.get("recurring", False),
         )
         _check_group_cells(config)
         with self.store.transaction() as conn:
@@ -181,12 +182,27 @@ class Service:
         level: float,
         noise: str | None = None,
         refresh: bool = False,
+        round: str | None = None,
     ) -> dict[str, Any]:
-        """The estimate (local) or noisy release (central; ``refresh`` draws a new one) of a campaign."""
+        """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
+        a new one) of a campaign."""
         config = self.campaign(campaign_id)
         return estimates.estimate(
-            self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh
+            self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round
         )
+
+    def rounds(self, campaign_id: str) -> dict[str, Any]:
+        """The rounds of a recurring campaign that hold reports, with their report counts, in label order.
+
+        A non-recurring campaign has no rounds (its one collection is estimated without ``round``).
+        """
+        config = self.campaign(campaign_id)
+        rounds = self.store.rounds(campaign_id) if config.recurring else []
+        return {
+            "campaign_id": campaign_id,
+            "recurring": config.recurring,
+            "rounds": [{"round": label, "n": n} for label, n in rounds],
+        }
 
     def health(self) -> dict[str, Any]:
         """Liveness and readiness: the database answers a query."""

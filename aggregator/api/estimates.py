@@ -1,4 +1,5 @@
-"""``GET /api/v1/campaigns/<id>/estimate[?group_by=<field>&level=0.95&noise=...&refresh=true]`` (analyst)."""
+"""``GET /api/v1/campaigns/<id>/estimate[?round=<label>&group_by=<field>&level=0.95&noise=...&refresh=true]``
+and ``GET /api/v1/campaigns/<id>/rounds`` (analyst)."""
 
 from __future__ import annotations
 
@@ -21,4 +22,11 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         level=query_float("level", default=0.95, low=0.0, high=1.0),
         noise=query_str("noise"),
         refresh=query_bool("refresh"),
+        round=query_str("round"),
     )
+
+
+@bp.get("/<campaign_id>/rounds")
+def rounds(campaign_id: str) -> dict[str, Any]:
+    """The rounds of a recurring campaign that hold reports, each with its number of reports."""
+    return current_service().rounds(campaign_id)
