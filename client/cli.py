@@ -54,6 +54,10 @@ def register(subparsers: Any) -> None:
     _state_dir_option(submit)
     submit.add_argument("--recurring", action="store_true", help="permanent randomized response per value")
     submit.add_argument(
+        "--round", default=None, metavar="LABEL",
+        help="the round answered, for a recurring campaign (with --recurring), e.g. 2026-11-29",
+    )
+    submit.add_argument(
         "--allow-central", action="store_true",
         help="allow central campaigns, which receive the raw answer (encrypted) and add noise centrally",
     )
@@ -93,7 +97,7 @@ def _submit(args: argparse.Namespace) -> int:
             allow_central=args.allow_central,
         ) as client:
             groups = dict(args.group) or None
-            receipt = client.submit(args.campaign, args.value, groups, recurring=args.recurring)
+            receipt = client.submit(args.campaign, args.value, groups, recurring=args.recurring, round=args.round)
             result = None if args.no_flush else client.deliver()
             rejected = [r for r in client.rejections() if r.report_id == receipt.report_id]
     except DeniableError as exc:

@@ -10,7 +10,8 @@ Order of operations in :meth:`Client.submit`, each step before the next can happ
    nothing spent); otherwise the budget is checked (:mod:`deniable.client.ledger`), the value is
    randomized with the mechanism's exact sampler (:mod:`deniable.client.memo` for recurring campaigns),
    sealed with HPKE to the campaign key, and the ε spend, the memo and the outbox entry are written
-   together.
+   together. A round of a recurring campaign re-sends the permanent response of its value under the
+   round's own report id; ε is spent only for a value never answered before.
 
 The raw value exists only in memory during the call; the database receives the sealed envelope only.
 """
@@ -29,13 +30,14 @@ from fractions import Fraction
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import InvalidParameter
+from deniable.shared.fields import check_round
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget
-from .memo import permanent_response
+from .memo import permanent_response, round_report_id
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
 from .report import central_refusal, privacy_cost, randomize_index, seal_answer
-from .state import DeviceState, Rejection, ReportRow
+from .state import DeviceState, Rejection, ReportRow, RoundRow
 from .transport import HTTPTransport, Transport
 
 __all__ = ["Client", "Receipt"]
@@ -47,6 +49,7 @@ class Receipt:
 
     ``memoized`` is True when an earlier report was re-queued (``epsilon_spent`` is then 0); ``queued``
     tells whether the envelope waits in the outbox (False once the aggregator rejected that report).
+    ``round`` is the round answered (recurring campaigns), else None.
     """
 
     campaign_id: str
@@ -56,6 +59,7 @@ class Receipt:
     recurring: bool
     trust_model: str
     queued: bool
+    round: str | None = None
 
 
 def _positive(name: str, value: object, upper: float = 1000.0) -> Fraction:
@@ -126,12 +130,16 @@ class Client:
         groups: Mapping[str, str] | None = None,
         *,
         recurring: bool = False,
+        round: str | None = None,
     ) -> Receipt:
         """Answer ``campaign_id`` with the category label ``value``; the report is queued, not yet sent.
 
         One-shot (default): the first answer spends the campaign's ε once and is final; asking again
         re-queues the identical report and spends nothing. ``recurring=True``: a permanent randomized
         response per distinct value (see :mod:`deniable.client.memo`), ε spent once per distinct value.
+        A campaign whose descriptor is recurring collects in rounds: it needs ``recurring=True`` and a
+        ``round`` label (e.g. ``"2026-11-29"``); each round takes one answer (the same round again re-queues
+        it; another value in the same round is refused). ``round`` must be None for other campaigns.
 
         Raises ``InvalidParameter`` (unknown value, bad groups), ``InvalidConfig`` (invalid or changed
         config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
@@ -147,6 +155,17 @@ class Client:
             if recurring and config.trust_model == "central":
                 raise InvalidParameter(
                     f"campaign {campaign_id!r} is central: recurring=True applies to local campaigns only"
+                )
+            if config.recurring:
+                if not recurring or round is None:
+                    raise InvalidParameter(
+                        f"campaign {campaign_id!r} is recurring and collects in rounds: pass recurring=True "
+                        "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
+                    )
+                return self._answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter))
+            if round is not None:
+                raise InvalidParameter(
+                    f"campaign {campaign_id!r} is not recurring: it has no rounds, leave round=None"
                 )
             return self._answer(config, index, pseudonym, groups, recurring)
 
@@ -192,6 +211,57 @@ class Client:
             DeviceState.record_spend(db, row)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
         return Receipt(config.id, row.report_id, float(cost), False, recurring, config.trust_model, True)
+
+    def _answer_round(
+        self,
+        config: CampaignConfig,
+        index: int,
+        pseudonym: str,
+        groups: Mapping[str, str] | None,
+        round: str,
+    ) -> Receipt:
+        """One round's answer: the permanent response of ``index`` under the round's own report id.
+
+        ε is charged only when this value was never answered before in the campaign (in any round).
+        """
+        report_id, report = permanent_response(config.build_mechanism(), self._state.secret, config.id, index)
+        with self._state.transaction() as db:
+            given = self._state.round_answer(config.id, round)
+            if given is not None:
+                if given.answer_id != report_id:
+                    raise InvalidParameter(
+                        f"campaign {config.id!r} was already answered in round {round!r} with another value; "
+                        "a round takes one answer: submit the new value in the next round"
+                    )
+                queued = not self._state.rejected(given.report_id)
+                if queued:
+                    DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
+                return Receipt(config.id, given.report_id, 0.0, True, True, config.trust_model, queued, round)
+            paid = self._state.report(report_id) is not None
+            cost = Fraction(0) if paid else privacy_cost(config)
+            if not paid:
+                check_budget(
+                    config.id,
+                    cost,
+                    campaign_spent=self._state.spent_on(config.id),
+                    total_spent=self._state.total_spent(),
+                    per_campaign=self._per_campaign,
+                    lifetime_budget=self._lifetime,
+                )
+            envelope = seal_answer(
+                config,
+                pseudonym,
+                report,
+                groups,
+                report_id=round_report_id(self._state.secret, config.id, index, round),
+                round=round,
+            )
+            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            if not paid:
+                DeviceState.record_spend(db, ReportRow(report_id, config.id, True, config.trust_model, cost, text))
+            DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, report_id, text))
+            DeviceState.enqueue(db, envelope.report_id, config.id, text)
+        return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
 
     def _resend(self, row: ReportRow, db: sqlite3.Connection) -> Receipt:
         """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing.

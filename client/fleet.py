@@ -20,6 +20,7 @@ from typing import Any
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
+from deniable.shared.fields import check_round
 
 from .config import fetch_config
 from .outbox import MAX_BATCH, Delivery, RetryPolicy, post_batch
@@ -58,15 +59,25 @@ class FleetResult:
         return self.devices / self.seconds if self.seconds > 0 else float("inf")
 
 
-def _check_groups(config: CampaignConfig, groups: Sequence[Mapping[str, str]] | None) -> None:
-    """Validate every distinct groups dict against the campaign before any device is simulated."""
+def _check_groups(
+    config: CampaignConfig, groups: Sequence[Mapping[str, str]] | None, round: str | None
+) -> None:
+    """Validate the round and every distinct groups dict against the campaign before any device is simulated."""
+    if config.recurring and round is None:
+        raise InvalidParameter(
+            f"campaign {config.id!r} is recurring and collects in rounds: pass round='<label>' (e.g. '2026-11-29')"
+        )
+    if round is not None:
+        if not config.recurring:
+            raise InvalidParameter(f"campaign {config.id!r} is not recurring: it has no rounds, leave round=None")
+        check_round(round, InvalidParameter)
     probe = randomize_index(config, 0)
     seen: set[str] = set()
     for entry in groups or ():
         key = repr(sorted(entry.items())) if isinstance(entry, Mapping) else repr(entry)
         if key not in seen:
             seen.add(key)
-            config.make_payload(probe, entry)  # raises InvalidParameter naming the problem
+            config.make_payload(probe, entry, round)  # raises InvalidParameter naming the problem
 
 
 def simulate_fleet(
@@ -81,10 +92,14 @@ def simulate_fleet(
     allow_central: bool = False,
     retry: RetryPolicy | None = None,
     timeout: float = 30.0,
+    round: str | None = None,
 ) -> FleetResult:
     """One simulated device per entry of ``values`` (category labels) answers ``campaign_id`` once.
 
     ``groups`` is None or one dict per device. ``progress(done, total)`` is called after each batch.
+    ``round`` is the round label every device answers in (required for a recurring campaign, refused
+    otherwise); each simulated device is new, so its randomized report is a fresh draw of the same law as
+    a real device's permanent response.
     Raises ``InvalidParameter`` for an unknown label or bad groups before anything is sent,
     ``UnknownCampaign``/``InvalidConfig``/``CampaignClosed`` for the campaign, and ``TransportError`` if
     the config cannot be fetched.
@@ -103,7 +118,7 @@ def simulate_fleet(
     if config.trust_model == "central" and not allow_central:
         raise central_refusal(config)
     indices = [config.category_index(label) for label in values]  # every label checked before any work
-    _check_groups(config, groups)
+    _check_groups(config, groups, round)
     public_key = config.public_key_bytes
 
     def devices(start: int, stop: int) -> list[dict[str, Any]]:
@@ -112,7 +127,8 @@ def simulate_fleet(
             pseudonym = make_pseudonym(secrets.token_bytes(32), campaign_id)
             report = randomize_index(config, indices[i])
             device_groups = None if groups is None else groups[i]
-            envelopes.append(seal_answer(config, pseudonym, report, device_groups, public_key=public_key).to_json())
+            sealed = seal_answer(config, pseudonym, report, device_groups, public_key=public_key, round=round)
+            envelopes.append(sealed.to_json())
         return envelopes
 
     started = time.perf_counter()

@@ -11,20 +11,30 @@ nonce, and the report id comes from the same stream. So the randomized report of
 function of (secret, c, v): reporting ``v`` again and again yields the same report and the same report id,
 and the device never needs a table keyed by raw values to stay consistent.
 
+Recurring campaigns (descriptor ``"recurring": true``) collect in *rounds* (``submit(..., recurring=True,
+round="2026-11-29")``): the aggregator counts a device once per round and estimates each round from that
+round's reports only. In every round the device sends the permanent response of its current value,
+identical in every round, under a report id of its own per round (:func:`round_report_id`, a function of
+(secret, c, v, round)), so a retry of the same round is idempotent. A round takes one answer: submitting
+the same round again re-queues the same envelope and spends nothing; another value in the same round is
+refused.
+
 Guarantee and its limits (document these to users):
 
 * Each distinct true value a device ever reports in a campaign costs ε once, for the life of the campaign
-  (composition over the distinct values: k distinct values cost k·ε, capped by the ledger).
+  and over all its rounds (composition over the distinct values: k distinct values cost k·ε, capped by the
+  ledger). An unchanged value reported in round after round costs nothing more: the report is the same.
 * A change of value is visible: a new value brings a new report and a new report id under the same
   pseudonym, so an observer learns *that* the value changed (not to what, beyond the ε-LDP report).
 * A stable report is a tracking risk: the same report id and report recur, which links submissions. The
   aggregator sees the pseudonym anyway, but a network observer without the campaign key sees only the
-  report id.
+  report id. In a recurring campaign the stable report (and the pseudonym) links a device across rounds,
+  as in RAPPOR without its instantaneous layer.
 * RAPPOR adds an *instantaneous* randomized response layer on top of the permanent one to blunt both
   effects (each transmission re-randomized, at the price of more noise per report). deniable does not add
-  it: the aggregator counts one report per device and campaign, so repeated transmissions are duplicates
-  and there is nothing for an IRR layer to protect beyond the report id, while its extra noise would widen
-  every estimate.
+  it: within a round the aggregator counts one report per device, so repeated transmissions are
+  duplicates, and across rounds an IRR layer would only widen every round's estimate while the pseudonym
+  links the rounds anyway.
 * On disk, the ledger keeps the report ids of recurring reports (it must, to charge ε per distinct value
   only). Whoever reads both the device secret and the state database can recompute them per category and
   learn which values were reported; the state dir is therefore created 0700 and the secret 0600.
@@ -38,10 +48,12 @@ from deniable.shared.mechanisms import Mechanism
 
 from .drbg import HmacDrbg
 
-__all__ = ["PERSONALIZATION", "permanent_response"]
+__all__ = ["PERSONALIZATION", "ROUND_PERSONALIZATION", "permanent_response", "round_report_id"]
 
 #: Personalization string of the permanent-response DRBG (domain separation from any other use).
 PERSONALIZATION = b"deniable/permanent-rr/v1"
+#: Personalization string of the DRBG deriving a round's report id.
+ROUND_PERSONALIZATION = b"deniable/round-report-id/v1"
 
 
 def permanent_response(
@@ -58,3 +70,16 @@ def permanent_response(
     report_id = drbg.generate(16).hex()
     report = mechanism.randomize(value_index, randbelow=drbg.randbelow)
     return report_id, report
+
+
+def round_report_id(device_secret: bytes, campaign_id: str, value_index: int, round: str) -> str:
+    """The report id (32 hex) of the answer ``value_index`` in ``round`` of a recurring campaign.
+
+    Deterministic in (device secret, campaign id, value, round), from an HMAC_DRBG separate from the
+    permanent response's: a retry of the same round resends the same id (idempotent at the aggregator),
+    each round has its own, and without the secret the id reveals nothing about the value.
+    """
+    nonce = (
+        campaign_id.encode("utf-8") + b"\x00" + value_index.to_bytes(4, "big") + b"\x00" + round.encode("utf-8")
+    )
+    return str(HmacDrbg(device_secret, nonce, ROUND_PERSONALIZATION).generate(16).hex())

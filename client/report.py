@@ -59,10 +59,12 @@ def seal_answer(
     *,
     public_key: bytes | None = None,
     report_id: str | None = None,
+    round: str | None = None,
 ) -> Envelope:
-    """Seal the payload to the campaign key, bound to campaign id, version, report id and pseudonym."""
+    """Seal the payload to the campaign key, bound to campaign id, version, report id and pseudonym
+    (``round``: the round label, for recurring campaigns only)."""
     return seal(
-        config.make_payload(report, groups),
+        config.make_payload(report, groups, round),
         campaign_id=config.id,
         public_key=config.public_key_bytes if public_key is None else public_key,
         pseudonym=pseudonym,

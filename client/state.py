@@ -41,6 +41,7 @@ __all__ = [
     "OutboxEntry",
     "Rejection",
     "ReportRow",
+    "RoundRow",
     "default_state_dir",
 ]
 
@@ -72,6 +73,15 @@ CREATE TABLE IF NOT EXISTS spent (
     reports INTEGER NOT NULL,
     recurring INTEGER NOT NULL,
     trust_model TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    campaign_id TEXT NOT NULL,
+    round TEXT NOT NULL,
+    report_id TEXT NOT NULL UNIQUE,
+    answer_id TEXT NOT NULL,
+    envelope TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (campaign_id, round)
 );
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -106,6 +116,18 @@ class ReportRow:
     recurring: bool
     trust_model: str
     epsilon: Fraction
+    envelope: str
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """The answer of one round of a recurring campaign: its envelope (own report id) and ``answer_id``,
+    the report id of the permanent response (the spend in ``reports``) that it re-sends."""
+
+    campaign_id: str
+    round: str
+    report_id: str
+    answer_id: str
     envelope: str
 
 
@@ -290,6 +312,24 @@ class DeviceState:
                 row.envelope,
                 time.time(),
             ),
+        )
+
+    # -- rounds of recurring campaigns ---------------------------------------------------------------
+    def round_answer(self, campaign_id: str, round: str) -> RoundRow | None:
+        """The answer already given in ``round`` of ``campaign_id``, if any."""
+        row = self._db.execute(
+            "SELECT campaign_id, round, report_id, answer_id, envelope FROM rounds "
+            "WHERE campaign_id = ? AND round = ?",
+            (campaign_id, round),
+        ).fetchone()
+        return None if row is None else RoundRow(row[0], row[1], row[2], row[3], row[4])
+
+    @staticmethod
+    def record_round(db: sqlite3.Connection, row: RoundRow) -> None:
+        """Inside a transaction: remember the answer of a round (one per campaign and round)."""
+        db.execute(
+            "INSERT INTO rounds VALUES (?, ?, ?, ?, ?, ?)",
+            (row.campaign_id, row.round, row.report_id, row.answer_id, row.envelope, time.time()),
         )
 
     # -- outbox ---------------------------------------------------------------------------------------
