@@ -134,12 +134,12 @@ class Client:
     ) -> Receipt:
         """Answer ``campaign_id`` with the category label ``value``; the report is queued, not yet sent.
 
-        One-shot (default): the first answer spends the campaign's ε once and is final; asking again
-        re-queues the identical report and spends nothing. ``recurring=True``: a permanent randomized
-        response per distinct value (see :mod:`deniable.client.memo`), ε spent once per distinct value.
-        A campaign whose descriptor is recurring collects in rounds: it needs ``recurring=True`` and a
-        ``round`` label (e.g. ``"2026-11-29"``); each round takes one answer (the same round again re-queues
-        it; another value in the same round is refused). ``round`` must be None for other campaigns.
+        One-shot campaigns (the default): the first answer spends the campaign's ε once and is final;
+        asking again re-queues the identical report and spends nothing. A campaign whose descriptor is
+        recurring collects in rounds: pass ``recurring=True`` and a ``round`` label (e.g. ``"2026-11-29"``).
+        Each round carries the permanent randomized response of the value (see :mod:`deniable.client.memo`),
+        so ε is spent once per distinct value over all rounds; each round takes one answer (the same round
+        again re-queues it; another value in the same round is refused).
 
         Raises ``InvalidParameter`` (unknown value, bad groups), ``InvalidConfig`` (invalid or changed
         config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
@@ -163,11 +163,12 @@ class Client:
                         "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
                     )
                 return self._answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter))
-            if round is not None:
+            if recurring or round is not None:
                 raise InvalidParameter(
-                    f"campaign {campaign_id!r} is not recurring: it has no rounds, leave round=None"
+                    f"campaign {campaign_id!r} is not recurring: it counts one answer per device, so leave "
+                    "recurring=False and round=None (a campaign created with \"recurring\": true collects in rounds)"
                 )
-            return self._answer(config, index, pseudonym, groups, recurring)
+            return self._answer(config, index, pseudonym, groups)
 
     def _answer(
         self,
@@ -175,26 +176,13 @@ class Client:
         index: int,
         pseudonym: str,
         groups: Mapping[str, str] | None,
-        recurring: bool,
     ) -> Receipt:
+        """A one-shot answer: the first spends ε; later ones re-queue the first report and spend nothing."""
         cost = privacy_cost(config)
         with self._state.transaction() as db:
             first = self._state.first_report(config.id)
-            if first is not None and first.recurring != recurring:
-                mode = "recurring" if first.recurring else "one-shot"
-                raise InvalidParameter(
-                    f"campaign {config.id!r} was answered as {mode} on this device; keep "
-                    f"recurring={first.recurring} for it"
-                )
-            report_id: str | None = None
-            if recurring:
-                mechanism = config.build_mechanism()
-                report_id, report = permanent_response(mechanism, self._state.secret, config.id, index)
-                known = self._state.report(report_id)
-            else:
-                known = first
-            if known is not None:
-                return self._resend(known, db)
+            if first is not None:
+                return self._resend(first, db)
             check_budget(
                 config.id,
                 cost,
@@ -203,14 +191,12 @@ class Client:
                 per_campaign=self._per_campaign,
                 lifetime_budget=self._lifetime,
             )
-            if not recurring:
-                report = randomize_index(config, index)
-            envelope = seal_answer(config, pseudonym, report, groups, report_id=report_id)
+            envelope = seal_answer(config, pseudonym, randomize_index(config, index), groups)
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
-            row = ReportRow(envelope.report_id, config.id, recurring, config.trust_model, cost, text)
+            row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text)
             DeviceState.record_spend(db, row)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
-        return Receipt(config.id, row.report_id, float(cost), False, recurring, config.trust_model, True)
+        return Receipt(config.id, row.report_id, float(cost), False, False, config.trust_model, True)
 
     def _answer_round(
         self,

@@ -69,7 +69,9 @@ def _check_groups(
         )
     if round is not None:
         if not config.recurring:
-            raise InvalidParameter(f"campaign {config.id!r} is not recurring: it has no rounds, leave round=None")
+            raise InvalidParameter(
+                f"campaign {config.id!r} is not recurring: it counts one answer per device, leave round=None"
+            )
         check_round(round, InvalidParameter)
     probe = randomize_index(config, 0)
     seen: set[str] = set()

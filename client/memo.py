@@ -1,23 +1,20 @@
-"""Memoized randomized responses: one report per one-shot campaign, one per (campaign, value) if recurring.
+"""Memoized randomized responses: one report per one-shot campaign, one per (campaign, value) in rounds.
 
 One-shot campaigns (the default): the first ``submit`` randomizes with fresh CSPRNG noise, and the sealed
 envelope is stored with its ε spend; every later ``submit`` to the campaign re-sends that identical
 envelope (same report id, so the aggregator counts it once) and spends nothing.
 
-Recurring collection (``recurring=True``), in the manner of RAPPOR's *permanent randomized response*
-(Erlingsson, Pihur, Korolova, CCS 2014): the randomness for value ``v`` in campaign ``c`` is drawn from an
-HMAC_DRBG (SP 800-90A, SHA-256) instantiated with the device secret as entropy input and ``(c, v)`` as
-nonce, and the report id comes from the same stream. So the randomized report of ``v`` is a fixed
-function of (secret, c, v): reporting ``v`` again and again yields the same report and the same report id,
-and the device never needs a table keyed by raw values to stay consistent.
-
 Recurring campaigns (descriptor ``"recurring": true``) collect in *rounds* (``submit(..., recurring=True,
-round="2026-11-29")``): the aggregator counts a device once per round and estimates each round from that
-round's reports only. In every round the device sends the permanent response of its current value,
-identical in every round, under a report id of its own per round (:func:`round_report_id`, a function of
-(secret, c, v, round)), so a retry of the same round is idempotent. A round takes one answer: submitting
-the same round again re-queues the same envelope and spends nothing; another value in the same round is
-refused.
+round="2026-11-29")``), in the manner of RAPPOR's *permanent randomized response* (Erlingsson, Pihur,
+Korolova, CCS 2014): the randomness for value ``v`` in campaign ``c`` is drawn from an HMAC_DRBG
+(SP 800-90A, SHA-256) instantiated with the device secret as entropy input and ``(c, v)`` as nonce. So the
+randomized report of ``v`` is a fixed function of (secret, c, v), identical in every round, and the device
+never needs a table keyed by raw values to stay consistent. Each round's envelope has a report id of its
+own (:func:`round_report_id`, a function of (secret, c, v, round)), so a retry of the same round is
+idempotent; the aggregator counts a device once per round and estimates each round from that round's
+reports only. A round takes one answer: submitting the same round again re-queues the same envelope and
+spends nothing; another value in the same round is refused. One-shot campaigns refuse ``recurring=True``
+(they count one answer per device, so a second value would spend ε on a report nobody counts).
 
 Guarantee and its limits (document these to users):
 

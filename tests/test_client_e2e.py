@@ -121,24 +121,26 @@ def test_lifetime_budget_against_the_server(aggregator: RunningServer) -> None:
 def test_outbox_survives_a_stopped_server(fresh_aggregator: RunningServer, tmp_path: Path) -> None:
     server = fresh_aggregator
     for cid in ("down-a", "down-b", "down-c"):
-        server.create_campaign(id=cid, question="q?", categories=["a", "b"], epsilon=1.0)
+        recurring = cid == "down-b"
+        server.create_campaign(id=cid, question="q?", categories=["a", "b"], epsilon=1.0, recurring=recurring)
     state = tmp_path / "device"
     client = Client(server.url, state, retry=NO_WAIT, timeout=2)
     client.submit("down-a", "a")
-    client.submit("down-b", "b", recurring=True)
+    client.submit("down-b", "b", recurring=True, round="r1")
     server.stop()
     result = client.deliver()
     assert (result.delivered, result.pending) == (0, 2) and "could not reach" in (result.error or "")
-    client.submit("down-b", "a", recurring=True)  # offline: the config validated earlier is used
+    client.submit("down-b", "a", recurring=True, round="r2")  # offline: the config validated earlier is used
     with pytest.raises(TransportError, match="could not reach the aggregator"):
         client.submit("down-c", "a")  # never validated: nothing to answer under
     client.close()
     server.restart()
     with Client(server.url, state, retry=NO_WAIT) as again:  # a new process, after a reboot say
         result = again.deliver()
-        assert (result.delivered, result.accepted, result.duplicate, result.pending) == (3, 2, 1, 0)
+        assert (result.delivered, result.accepted, result.duplicate, result.pending) == (3, 3, 0, 0)
         assert again.flush() == 0
-    assert server.estimate("down-a")["n"] == 1 and server.estimate("down-b")["n"] == 1
+    assert server.estimate("down-a")["n"] == 1
+    assert [server.estimate("down-b", round=r)["n"] for r in ("r1", "r2")] == [1, 1]
 
 
 class Crash(BaseException):

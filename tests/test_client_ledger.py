@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deniable.client import BudgetExceeded, Client, Response
+from deniable.client import BudgetExceeded, Client, InvalidParameter, Response
 from deniable.client.ledger import check_budget
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import encode_key, generate_keypair
@@ -22,13 +22,14 @@ _PUBLIC = encode_key(generate_keypair()[1])
 
 
 class Campaigns:
-    """An in-memory stand-in for ``GET /api/v1/campaigns/<id>``: campaign ``c<i>`` has ε = epsilons[i]."""
+    """An in-memory stand-in for ``GET /api/v1/campaigns/<id>``: campaign ``c<i>`` has ε = epsilons[i] and is
+    recurring (collects in rounds) when i is odd."""
 
     def __init__(self, epsilons: list[float]) -> None:
         self.configs = {
             f"c{i}": CampaignConfig.create(
                 id=f"c{i}", question="q?", categories=["a", "b", "c"], epsilon=eps, mechanism="grr",
-                public_key=_PUBLIC,
+                public_key=_PUBLIC, recurring=i % 2 == 1,
             ).to_json()
             for i, eps in enumerate(epsilons)
         }
@@ -42,7 +43,7 @@ epsilons = st.lists(
     st.sampled_from([0.1, 0.25, 0.3, 0.5, 1.0, 1.5, 2.0, 3.0, 4.5]), min_size=1, max_size=6
 )
 answers = st.lists(
-    st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), st.booleans()), min_size=1, max_size=25
+    st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), st.integers(0, 3)), min_size=1, max_size=25
 )
 
 
@@ -61,15 +62,15 @@ def test_no_sequence_of_answers_exceeds_a_budget(
         max_epsilon_per_campaign=cap,
     )
     spent: dict[str, Fraction] = {}
-    mode: dict[str, bool] = {}
-    for which, value, recurring in answers:
-        cid = f"c{which % len(epsilons)}"
-        if mode.setdefault(cid, recurring) != recurring:
-            recurring = mode[cid]
-        eps = Fraction(epsilons[which % len(epsilons)])
+    answered: dict[tuple[str, int], str] = {}  # (recurring campaign, round) -> value
+    for which, value, round_ in answers:
+        i = which % len(epsilons)
+        cid, recurring = f"c{i}", i % 2 == 1
+        eps = Fraction(epsilons[i])
         total = sum(spent.values(), Fraction(0))
+        rounds = {"recurring": True, "round": f"r{round_}"} if recurring else {}
         try:
-            receipt = client.submit(cid, value, recurring=recurring)
+            receipt = client.submit(cid, value, **rounds)  # type: ignore[arg-type]
         except BudgetExceeded as exc:
             # Refused exactly when one of the two caps would be passed, with what was spent and is left.
             mine = spent.get(cid, Fraction(0))
@@ -77,9 +78,16 @@ def test_no_sequence_of_answers_exceeds_a_budget(
             assert exc.requested == float(eps)
             assert exc.remaining >= 0
             continue
+        except InvalidParameter as exc:  # a round takes one answer
+            assert recurring and answered[(cid, round_)] != value, exc
+            continue
         spent[cid] = spent.get(cid, Fraction(0)) + Fraction(receipt.epsilon_spent)
         assert receipt.epsilon_spent in (0.0, float(eps))
-        assert receipt.memoized == (receipt.epsilon_spent == 0.0)
+        if recurring:
+            assert receipt.memoized == ((cid, round_) in answered)
+            answered[(cid, round_)] = value
+        else:
+            assert receipt.memoized == (receipt.epsilon_spent == 0.0)
     ledger = client.ledger()
     assert ledger.spent == float(sum(spent.values(), Fraction(0))) <= lifetime
     assert ledger.remaining == float(Fraction(lifetime) - sum(spent.values(), Fraction(0)))
@@ -87,7 +95,11 @@ def test_no_sequence_of_answers_exceeds_a_budget(
         assert campaign.epsilon <= cap
         if not campaign.recurring:
             assert campaign.reports == 1  # a one-shot campaign spends once, however often it is asked
-    assert client.pending() == sum(c.reports for c in ledger.campaigns)  # each paid report queued once
+        else:  # once per distinct value over all rounds
+            values = {v for (c, _), v in answered.items() if c == campaign.campaign_id}
+            assert campaign.reports == len(values)
+    one_shot = sum(c.reports for c in ledger.campaigns if not c.recurring)
+    assert client.pending() == one_shot + len(answered)  # each report queued once
     client.close()
 
 
@@ -112,7 +124,7 @@ def test_check_budget_is_exact_at_the_boundary(spent: Fraction, requested: Fract
 def test_spending_exactly_the_whole_budget_is_allowed() -> None:
     client = Client("http://127.0.0.1:9", None, transport=Campaigns([2.5, 2.5, 0.5]), lifetime_budget=5.0)
     client.submit("c0", "a")
-    client.submit("c1", "b")
+    client.submit("c1", "b", recurring=True, round="r1")  # odd campaigns are recurring
     with pytest.raises(BudgetExceeded, match=r"ε=0 left"):
         client.submit("c2", "c")
     assert client.ledger().remaining == 0.0

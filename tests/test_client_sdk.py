@@ -339,35 +339,44 @@ def test_central_campaigns_need_an_explicit_opt_in(server: Server, make_client: 
 
 
 def test_recurring_spends_once_per_distinct_value(server: Server, make_client: Callable[..., Client]) -> None:
-    server.campaign("mood", ["calm", "busy", "tired"], epsilon=1.5)
+    server.campaign("mood", ["calm", "busy", "tired"], epsilon=1.5, recurring=True)
     client = make_client()
-    calm = client.submit("mood", "calm", recurring=True)
+    calm = client.submit("mood", "calm", recurring=True, round="r1")
     assert calm.epsilon_spent == 1.5 and calm.recurring
-    assert client.submit("mood", "calm", recurring=True).report_id == calm.report_id
-    busy = client.submit("mood", "busy", recurring=True)
+    assert client.submit("mood", "calm", recurring=True, round="r1").report_id == calm.report_id
+    busy = client.submit("mood", "busy", recurring=True, round="r2")
     assert busy.report_id != calm.report_id and busy.epsilon_spent == 1.5
-    back = client.submit("mood", "calm", recurring=True)
-    assert (back.report_id, back.epsilon_spent, back.memoized) == (calm.report_id, 0.0, True)
+    back = client.submit("mood", "calm", recurring=True, round="r3")
+    assert (back.epsilon_spent, back.memoized) == (0.0, False)  # a new round, the value's permanent response
     assert client.ledger().spent_on("mood") == 3.0
     with pytest.raises(BudgetExceeded, match="has spent ε=3 on it"):  # a third value would pass the cap 4
-        client.submit("mood", "tired", recurring=True)
-    with pytest.raises(InvalidParameter, match="answered as recurring"):
+        client.submit("mood", "tired", recurring=True, round="r4")
+    with pytest.raises(InvalidParameter, match="is recurring and collects in rounds"):
         client.submit("mood", "calm")
     result = client.deliver()
-    # The aggregator counts one report per device and campaign: the second value is a duplicate there.
-    assert (result.accepted, result.duplicate) == (1, 1)
+    assert (result.accepted, result.duplicate) == (3, 0)  # one report per round, each counted in its round
+
+
+def test_recurring_needs_a_recurring_campaign(server: Server, make_client: Callable[..., Client]) -> None:
+    """recurring=True on a one-shot campaign would spend ε on reports the aggregator never counts."""
+    server.campaign("once", ["a", "b"])
+    client = make_client()
+    for kwargs in ({"recurring": True}, {"round": "r1"}, {"recurring": True, "round": "r1"}):
+        with pytest.raises(InvalidParameter, match="is not recurring: it counts one answer per device"):
+            client.submit("once", "a", **kwargs)  # type: ignore[arg-type]
+    assert client.ledger().spent == 0
 
 
 def test_recurring_report_is_the_same_after_a_restart(server: Server, make_client: Callable[..., Client]) -> None:
-    server.campaign("stable", ["a", "b"])
+    server.campaign("stable", ["a", "b"], recurring=True)
     client = make_client()
-    first = client.submit("stable", "a", recurring=True)
-    sent = client._state.report(first.report_id)
+    first = client.submit("stable", "a", recurring=True, round="r1")
+    sent = client._state.round_answer("stable", "r1")
     client.close()
     reopened = make_client()
-    again = reopened.submit("stable", "a", recurring=True)
+    again = reopened.submit("stable", "a", recurring=True, round="r1")
     assert again.report_id == first.report_id and again.memoized
-    assert reopened._state.report(first.report_id) == sent
+    assert reopened._state.round_answer("stable", "r1") == sent
 
 
 # ---------------------------------------------------------------------------------------------- outbox
@@ -414,7 +423,7 @@ def test_outage_keeps_reports_queued_until_the_aggregator_is_back(
 def test_offline_submit_uses_the_config_validated_earlier(
     server: Server, make_client: Callable[..., Client]
 ) -> None:
-    server.campaign("offline", ["a", "b"])
+    server.campaign("offline", ["a", "b"], recurring=True)
     switch = {"down": False}
 
     class Switch:
@@ -424,9 +433,9 @@ def test_offline_submit_uses_the_config_validated_earlier(
             return server.transport.request(method, path, body)
 
     client = make_client(transport=Switch())
-    client.submit("offline", "a", recurring=True)
+    client.submit("offline", "a", recurring=True, round="r1")
     switch["down"] = True
-    client.submit("offline", "b", recurring=True)  # answered offline under the config validated before
+    client.submit("offline", "b", recurring=True, round="r2")  # answered offline under the validated config
     assert client.pending() == 2
     with pytest.raises(TransportError):
         make_client(state_dir=None, transport=Switch()).submit("offline", "a")  # never validated: refused
@@ -519,12 +528,16 @@ def test_nothing_raw_reaches_the_disk(server: Server, make_client: Callable[...,
     client = make_client(state_dir=state_dir, lifetime_budget=100.0)
     for i in range(12):
         cid = f"scan-{i}"
-        server.campaign(cid, labels[:6] if i % 2 else labels[6:], epsilon=0.5, mechanism="grr")
+        recurring = i % 3 == 0
+        server.campaign(
+            cid, labels[:6] if i % 2 else labels[6:], epsilon=0.5, mechanism="grr", recurring=recurring
+        )
         choices = labels[:6] if i % 2 else labels[6:]
-        client.submit(cid, choices[i % 6], recurring=i % 3 == 0)
-        if i % 3 == 0:
-            client.submit(cid, choices[(i + 1) % 6], recurring=True)
-        client.submit(cid, choices[i % 6], recurring=i % 3 == 0)
+        rounds = {"recurring": True, "round": "r1"} if recurring else {}
+        client.submit(cid, choices[i % 6], **rounds)  # type: ignore[arg-type]
+        if recurring:
+            client.submit(cid, choices[(i + 1) % 6], recurring=True, round="r2")
+        client.submit(cid, choices[i % 6], **rounds)  # type: ignore[arg-type]
     client.flush()
     client.submit("scan-1", labels[1])  # memoized re-queue after a flush
     blobs = b"".join(p.read_bytes() for p in state_dir.rglob("*") if p.is_file())
