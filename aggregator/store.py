@@ -250,17 +250,26 @@ class Store:
 
     @staticmethod
     def _existing_devices(
-        conn: sqlite3.Connection, campaign_id: str, devices: Sequence[bytes]
+        conn: sqlite3.Connection, campaign_id: str, pairs: Sequence[tuple[str, bytes]]
     ) -> set[tuple[str, bytes]]:
-        """The ``(round, pseudonym)`` pairs already stored among ``devices`` (any round)."""
+        """The ``(round, pseudonym)`` pairs among ``pairs`` already stored.
+
+        Queried round by round, so that each lookup is a seek in the UNIQUE (campaign_id, round, pseudonym)
+        index: a lookup by pseudonym alone cannot use it and scans the campaign's reports on every batch.
+        """
+        by_round: dict[str, list[bytes]] = {}
+        for round_, device in pairs:
+            by_round.setdefault(round_, []).append(device)
         found: set[tuple[str, bytes]] = set()
-        for chunk in _chunks(devices):
-            marks = ",".join("?" * len(chunk))
-            rows = conn.execute(
-                f"SELECT round, pseudonym FROM reports WHERE campaign_id = ? AND pseudonym IN ({marks})",  # noqa: S608
-                (campaign_id, *chunk),
-            )
-            found.update((row[0], row[1]) for row in rows)
+        for round_, devices in by_round.items():
+            for chunk in _chunks(devices):
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT pseudonym FROM reports WHERE campaign_id = ? AND round = ? "  # noqa: S608
+                    f"AND pseudonym IN ({marks})",
+                    (campaign_id, round_, *chunk),
+                )
+                found.update((round_, row[0]) for row in rows)
         return found
 
     def ingest(
@@ -284,7 +293,9 @@ class Store:
             ids = [bytes.fromhex(r.report_id) for r in reports]
             devices = [bytes.fromhex(r.pseudonym) for r in reports]
             known_ids = self._existing(conn, campaign_id, "report_id", ids)
-            known_devices = self._existing_devices(conn, campaign_id, devices)
+            known_devices = self._existing_devices(
+                conn, campaign_id, [(r.round, d) for r, d in zip(reports, devices, strict=True)]
+            )
             outcomes: list[tuple[str, str | None]] = []
             rows: list[tuple[str | bytes, ...]] = []
             deltas: dict[tuple[str, str, str], list[int]] = {}

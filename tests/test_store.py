@@ -221,3 +221,22 @@ def test_migration_to_rounds_keeps_the_reports_of_a_version_1_database(tmp_path:
     old_id = ReportRow(bytes([2]).hex() * 16, "f" * 64, {"country": "NL"}, "0", (0,))
     outcomes = ingest(store, [row(9, pseudonym=bytes([1]).hex() * 32), old_id])
     assert [status for status, _ in outcomes] == ["duplicate", "duplicate"]
+
+
+def test_duplicate_lookups_are_index_seeks_whatever_the_table_size(tmp_path: Path) -> None:
+    """Ingest checks report ids and (round, pseudonym) pairs by seeking the unique indexes; a lookup that
+    cannot use them scans the campaign's reports on every batch and makes ingestion O(n) per batch."""
+    store = make_store(tmp_path)
+    ingest(store, [row(i) for i in range(50)])
+    statements: list[str] = []
+    conn = store.connection()
+    conn.set_trace_callback(statements.append)
+    try:
+        ingest(store, [row(100 + i, round="") for i in range(10)])
+    finally:
+        conn.set_trace_callback(None)
+    lookups = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM reports" in s]
+    assert lookups, statements
+    for sql in lookups:
+        plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "report_id=?" in plan or "pseudonym=?" in plan, (sql, plan)
