@@ -170,6 +170,17 @@ class Client:
                 )
             return self._answer(config, index, pseudonym, groups)
 
+    def _check_budget(self, config: CampaignConfig, cost: Fraction) -> None:
+        """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget."""
+        check_budget(
+            config.id,
+            cost,
+            campaign_spent=self._state.spent_on(config.id),
+            total_spent=self._state.total_spent(),
+            per_campaign=self._per_campaign,
+            lifetime_budget=self._lifetime,
+        )
+
     def _answer(
         self,
         config: CampaignConfig,
@@ -183,14 +194,7 @@ class Client:
             first = self._state.first_report(config.id)
             if first is not None:
                 return self._resend(first, db)
-            check_budget(
-                config.id,
-                cost,
-                campaign_spent=self._state.spent_on(config.id),
-                total_spent=self._state.total_spent(),
-                per_campaign=self._per_campaign,
-                lifetime_budget=self._lifetime,
-            )
+            self._check_budget(config, cost)
             envelope = seal_answer(config, pseudonym, randomize_index(config, index), groups)
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text)
@@ -226,14 +230,7 @@ class Client:
             paid = self._state.report(report_id) is not None
             cost = Fraction(0) if paid else privacy_cost(config)
             if not paid:
-                check_budget(
-                    config.id,
-                    cost,
-                    campaign_spent=self._state.spent_on(config.id),
-                    total_spent=self._state.total_spent(),
-                    per_campaign=self._per_campaign,
-                    lifetime_budget=self._lifetime,
-                )
+                self._check_budget(config, cost)
             envelope = seal_answer(
                 config,
                 pseudonym,
