@@ -22,6 +22,7 @@ __all__ = [
     "check_choice",
     "check_group_fields",
     "check_group_values",
+    "check_labels",
     "check_number",
     "check_params",
     "check_public_key",
@@ -90,25 +91,32 @@ def check_number(name: str, value: object, upper: float) -> float:
     return float(value)
 
 
+def check_labels(
+    where: str, values: object, *, sizes: tuple[int, int], max_chars: int, noun: str
+) -> tuple[str, ...]:
+    """A list of ``sizes[0]..sizes[1]`` unique strings of 1..``max_chars`` characters; ``where`` is the quoted
+    field name used in messages (``"'categories'"``), items are named ``'categories[3]'``."""
+    low, high = sizes
+    if not isinstance(values, list | tuple) or not low <= len(values) <= high:
+        size = f"{len(values)} of them" if isinstance(values, list | tuple) else show(values)
+        raise InvalidConfig(f"{where} must be a list of {low}..{high} {noun}, got {size}")
+    for i, label in enumerate(values):
+        item = f"{where[:-1]}[{i}]'"
+        if not isinstance(label, str) or not 1 <= len(label) <= max_chars:
+            raise InvalidConfig(f"{item} must be a string of 1..{max_chars} characters, got {show(label)}")
+        check_unicode(item, label, InvalidConfig)
+    seen: set[str] = set()
+    for label in values:
+        if label in seen:
+            raise InvalidConfig(f"{where} must be unique, {label!r} appears twice")
+        seen.add(label)
+    return tuple(values)
+
+
 def check_categories(categories: object) -> tuple[str, ...]:
-    if not isinstance(categories, list | tuple) or not 2 <= len(categories) <= MAX_CATEGORIES:
-        size = f"{len(categories)} of them" if isinstance(categories, list | tuple) else show(categories)
-        raise InvalidConfig(f"'categories' must be a list of 2..{MAX_CATEGORIES} labels, got {size}")
-    for i, label in enumerate(categories):
-        if not isinstance(label, str) or not 1 <= len(label) <= MAX_CATEGORY_CHARS:
-            raise InvalidConfig(
-                f"'categories[{i}]' must be a string of 1..{MAX_CATEGORY_CHARS} characters, "
-                f"got {show(label)}"
-            )
-        check_unicode(f"'categories[{i}]'", label, InvalidConfig)
-    if len(set(categories)) != len(categories):
-        seen: set[str] = set()
-        for label in categories:
-            if label in seen:
-                break
-            seen.add(label)
-        raise InvalidConfig(f"'categories' must be unique, {label!r} appears twice")
-    return tuple(categories)
+    return check_labels(
+        "'categories'", categories, sizes=(2, MAX_CATEGORIES), max_chars=MAX_CATEGORY_CHARS, noun="labels"
+    )
 
 
 def check_group_fields(group_fields: object) -> tuple[str, ...]:
@@ -135,21 +143,13 @@ def check_group_values(group_values: object, group_fields: tuple[str, ...]) -> d
         if name not in group_fields:
             fields = ", ".join(map(repr, group_fields)) or "none"
             raise InvalidConfig(f"'group_values' keys must be group fields ({fields}), got {show(name)}")
-        where = f"'group_values.{name}'"
-        if not isinstance(values, list | tuple) or not 1 <= len(values) <= MAX_GROUP_VALUES:
-            size = f"{len(values)} of them" if isinstance(values, list | tuple) else show(values)
-            raise InvalidConfig(f"{where} must be a list of 1..{MAX_GROUP_VALUES} values, got {size}")
-        for i, value in enumerate(values):
-            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
-                raise InvalidConfig(
-                    f"'group_values.{name}[{i}]' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
-                    f"got {show(value)}"
-                )
-            check_unicode(f"'group_values.{name}[{i}]'", value, InvalidConfig)
-        if len(set(values)) != len(values):
-            twice = next(v for i, v in enumerate(values) if v in values[:i])
-            raise InvalidConfig(f"{where} must be unique, {twice!r} appears twice")
-        checked[name] = tuple(values)
+        checked[name] = check_labels(
+            f"'group_values.{name}'",
+            values,
+            sizes=(1, MAX_GROUP_VALUES),
+            max_chars=MAX_GROUP_VALUE_CHARS,
+            noun="values",
+        )
     return {name: checked[name] for name in group_fields if name in checked}
 
 
