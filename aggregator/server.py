@@ -4,13 +4,19 @@ Each worker process builds its own app with :func:`create_app` (no preloading: S
 never cross a fork). Workers are ``gthread``: a few threads per process, so that decryption (CPU) in one
 request overlaps with the fsync of another. The access log names method, path, status, size and time
 only: no client address, user agent, query string, header or body ever reaches a log line.
+
+An error answer to a request that carries a body says ``Connection: close`` and closes
+(:func:`close_after_unread_body`): the app may have refused the body without reading it (413, 415, 401,
+404 ...), and gunicorn only drains 64 KiB of an unread body before it drops a keep-alive connection. Without
+the header a client would reuse that connection for its next request and see it cut (RFC 9112 §9.6).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gunicorn import util as gunicorn_util
@@ -19,7 +25,15 @@ from gunicorn.glogging import Logger
 
 from deniable.aggregator.app import create_app
 
-__all__ = ["ACCESS_LOG_FORMAT", "AggregatorServer", "PrivateLogger", "gunicorn_options", "write_json_error"]
+__all__ = [
+    "ACCESS_LOG_FORMAT",
+    "AggregatorServer",
+    "PrivateLogger",
+    "close_after_unread_body",
+    "gunicorn_options",
+    "remember_request",
+    "write_json_error",
+]
 
 #: method, path (no query string), status, response bytes, milliseconds.
 ACCESS_LOG_FORMAT = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
@@ -53,6 +67,39 @@ def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None
     gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
+#: The gunicorn request being served by this thread (set by :func:`remember_request`; gthread serves a request
+#: on one thread from ``pre_request`` to the last byte of the response).
+_serving = threading.local()
+
+
+def remember_request(worker: Any, req: Any) -> None:
+    """gunicorn's ``pre_request`` hook: keep the parsed request so that the app can ask to close after it."""
+    _serving.request = req
+
+
+def _carries_body(environ: Mapping[str, Any]) -> bool:
+    if environ.get("HTTP_TRANSFER_ENCODING"):
+        return True
+    length = str(environ.get("CONTENT_LENGTH") or "0")
+    return not length.isdigit() or int(length) > 0
+
+
+def close_after_unread_body(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
+    """WSGI middleware: an error status (≥ 400) to a request with a body closes the connection, announced by
+    ``Connection: close``. Successful answers have read their whole body, so their connection stays open."""
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            request = getattr(_serving, "request", None)
+            if request is not None and int(status[:3]) >= 400 and _carries_body(environ):
+                request.force_close()
+            return start_response(status, headers, exc_info)
+
+        return app(environ, start)
+
+    return wrapped
+
+
 def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) -> dict[str, Any]:
     """The gunicorn settings ``deniable serve`` uses."""
     return {
@@ -75,6 +122,7 @@ def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) ->
         "control_socket_disable": True,  # one shared ~/.gunicorn socket would clash between servers
         "forwarded_allow_ips": "",
         "proxy_allow_ips": "",
+        "pre_request": remember_request,
     }
 
 
@@ -92,4 +140,4 @@ class AggregatorServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         gunicorn_util.write_error = write_json_error  # gunicorn has no hook for its protocol-error page
-        return create_app(self.app_config)
+        return close_after_unread_body(create_app(self.app_config))

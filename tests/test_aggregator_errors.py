@@ -108,6 +108,29 @@ def test_huge_bodies_are_413_and_the_server_survives(aggregator: RunningServer) 
     assert aggregator.get("/healthz").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("path", "role", "content_type", "size", "status"),
+    [
+        ("/api/v1/campaigns/err-any/reports", None, "application/json", 9 * 1024 * 1024, 413),
+        ("/api/v1/campaigns/err-any/reports", None, "text/plain", 300_000, 415),
+        ("/api/v1/campaigns", None, "application/json", 300_000, 401),
+        ("/api/v1/campaigns/err-unknown/reports", None, "application/json", 300_000, 404),
+    ],
+)
+def test_an_error_that_leaves_a_body_unread_closes_the_connection_and_says_so(
+    aggregator: RunningServer, path: str, role: str | None, content_type: str, size: int, status: int
+) -> None:
+    """gunicorn drops a keep-alive connection whose unread body exceeds 64 KiB; a client that was not told
+    would send its next request into the dropped connection and see it cut."""
+    body = b'{"reports": ["' + b"A" * size + b'"]}'
+    for _ in range(3):
+        response = aggregator.post(path, role=role, data=body, headers={"Content-Type": content_type})
+        assert response.status_code == status, response.text
+        assert response.headers["Connection"] == "close"
+        assert aggregator.post("/api/v1/campaigns/err-unknown/reports", json={"reports": []}).status_code == 404
+        assert aggregator.get("/healthz").headers["Connection"] == "keep-alive"
+
+
 def test_unknown_routes_and_methods(aggregator: RunningServer) -> None:
     assert_error(aggregator.get("/nope"), 404, "not_found")
     assert_error(aggregator.get("/api/v1/campaigns/a/b/c"), 404, "not_found")
