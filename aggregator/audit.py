@@ -28,8 +28,9 @@ What is audited (``--mechanism``):
   noise drawn as a difference of two geometric variables, which is the two-sided geometric law (per
   2^−20 lattice step for ``laplace``, the lattice the service draws its Laplace noise on).
 * ``--exact`` (``exact=True``) audits the code the product runs instead of its simulation: each device
-  report from ``randomize`` and each noise draw from the service's exact sampler, all from ``secrets``
-  (no seed; about 20-60 µs per run).
+  report from ``randomize`` and each noise draw from the service's exact sampler, the very algorithms,
+  with their uniform integers drawn from the seeded generator (``seeded_randbelow``) instead of
+  ``secrets`` so that ``--seed`` replays a run (about 20-60 µs per run).
 * ``subsample``: Dwork 2006, Example 3, which releases each record independently with probability p,
   on D₁ = nine records and D₀ = D₁ plus one. It is not ε-DP for any finite ε (the extra record appears
   with probability p under D₀ and never under D₁) although its statistical distance is only p.
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import MECHANISMS, OLH, Mechanism, OLHReports, mechanism_from_name, olh_hash
+from deniable.shared.sampling import seeded_randbelow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -288,13 +290,14 @@ def _support_pattern(mechanism: Mechanism, reports: Any) -> IntArray:
 def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = None, exact: bool = False) -> Neighbours:
     """A local randomizer on the values 0 and 1; ``claimed_epsilon`` defaults to the mechanism's own ε
     (pass another to audit a mechanism that claims less than it spends). ``exact=True`` runs the device's
-    own ``randomize`` (exact samplers from ``secrets``) instead of the seeded simulation: slower, and it
-    audits the very code devices run."""
+    own ``randomize`` (the exact samplers, replayed from the seeded generator) instead of the vectorized
+    simulation: slower, and it audits the very code devices run."""
     import numpy as np
 
     def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
         if exact:
-            supports = [set(mechanism.support(mechanism.randomize(which))) for _ in range(size)]
+            randbelow = seeded_randbelow(rng)
+            supports = [set(mechanism.support(mechanism.randomize(which, randbelow=randbelow))) for _ in range(size)]
             result: IntArray = np.fromiter((2 * (0 in s) + (1 in s) for s in supports), np.int64, size)
             return result
         reports = mechanism.simulate(np.full(size, which, dtype=np.int64), rng=rng)
@@ -314,7 +317,8 @@ def central_neighbours(
 
     ``discrete-laplace``: a = e^(−ε), simulated as a difference of two geometric variables. ``laplace``:
     the same law on the lattice 2^−20·ℤ (a = e^(−ε·2^−20) per lattice step), outcomes coded in lattice
-    steps. ``exact=True`` draws with the service's own exact sampler (``central.sample_noise``).
+    steps. ``exact=True`` draws with the service's own exact sampler (``central.sample_noise``), replayed
+    from the seeded generator.
     """
     import numpy as np
 
@@ -328,7 +332,8 @@ def central_neighbours(
 
     def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
         if exact:
-            draws = (int(sample_noise(noise, scale) * steps) for _ in range(size))
+            randbelow = seeded_randbelow(rng)
+            draws = (int(sample_noise(noise, scale, randbelow) * steps) for _ in range(size))
             noise_steps = np.fromiter(draws, np.int64, size)
         else:
             noise_steps = rng.geometric(success, size) - rng.geometric(success, size)
@@ -379,8 +384,8 @@ def audit(
     """Audit a shipped mechanism by name (see :data:`AUDITABLE`) at its claimed ``epsilon``.
 
     ``k`` is the domain size of local mechanisms (2 for ``binary-rr``); ``p`` the release probability
-    of ``subsample``. ``exact=True`` audits the exact ``secrets``-driven samplers the product runs
-    (local randomizers and the central discrete Laplace) rather than their seeded simulations.
+    of ``subsample``. ``exact=True`` audits the exact samplers the product runs (local randomizers and the
+    central discrete Laplace), fed from the seeded generator, rather than their vectorized simulations.
     """
     if mechanism in ("discrete-laplace", "laplace"):
         target = central_neighbours(epsilon, noise=mechanism, exact=exact)
@@ -437,7 +442,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--exact",
         action="store_true",
-        help="run the exact secrets-based samplers the product uses (slower) instead of the seeded simulation",
+        help="run the exact samplers the product uses (fed from --seed; slower) instead of the vectorized simulation",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=_run)

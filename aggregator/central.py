@@ -57,6 +57,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import secrets
 import sqlite3
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -65,7 +66,7 @@ from typing import Any
 
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
 from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
-from deniable.shared.sampling import discrete_laplace
+from deniable.shared.sampling import RandBelow, discrete_laplace
 
 __all__ = [
     "ADJACENCIES",
@@ -134,18 +135,23 @@ def noise_variance(noise: str, scale: Fraction | float) -> float:
     return gamma * gamma / (2.0 * math.sinh(0.5 * gamma / b) ** 2)
 
 
-def sample_noise(noise: str, scale: Fraction) -> Fraction:
-    """One exact draw of the noise (from ``secrets``): an integer, or a multiple of 2^−20 for ``laplace``."""
+def sample_noise(noise: str, scale: Fraction, randbelow: RandBelow = secrets.randbelow) -> Fraction:
+    """One exact draw of the noise: an integer, or a multiple of 2^−20 for ``laplace``.
+
+    Releases draw from ``secrets`` (the default); tests replay the same algorithm from a seeded ``randbelow``.
+    """
     _check_noise(noise)
     if noise == "discrete-laplace":
-        return Fraction(discrete_laplace(scale))
-    return Fraction(discrete_laplace(scale / _LATTICE)) * _LATTICE
+        return Fraction(discrete_laplace(scale, randbelow))
+    return Fraction(discrete_laplace(scale / _LATTICE, randbelow)) * _LATTICE
 
 
-def noisy_counts(counts: Sequence[int], *, epsilon: float, delta: int, noise: str) -> list[float]:
+def noisy_counts(
+    counts: Sequence[int], *, epsilon: float, delta: int, noise: str, randbelow: RandBelow = secrets.randbelow
+) -> list[float]:
     """Each count plus independent noise of scale Δ/ε: ε-DP for a histogram of ℓ1 sensitivity Δ."""
     scale = noise_scale(epsilon, delta)
-    return [float(int(c) + sample_noise(noise, scale)) for c in counts]
+    return [float(int(c) + sample_noise(noise, scale, randbelow)) for c in counts]
 
 
 # -- the accountant --------------------------------------------------------------------------------

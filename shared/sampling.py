@@ -8,8 +8,8 @@ Gaussian for Differential Privacy", NeurIPS 2020, Algorithms 1 and 2. This avoid
 of Mironov, "On Significance of the Least Significant Bits for Differential Privacy", CCS 2012.
 
 ``randbelow`` is injectable so that the device client can drive the same exact algorithms with a
-deterministic HMAC-DRBG (permanent randomized response); simulations use numpy generators elsewhere, never
-here.
+deterministic HMAC-DRBG (permanent randomized response), and so that tests and audits can replay them from a
+seed (:func:`seeded_randbelow`). Devices and the service always use the default, the OS CSPRNG.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import secrets
 from collections.abc import Callable
 from fractions import Fraction
 from numbers import Real
+from typing import Protocol
 
 __all__ = [
     "RandBelow",
@@ -29,10 +30,37 @@ __all__ = [
     "exact_fraction",
     "geometric_exp",
     "randomized_choice",
+    "seeded_randbelow",
 ]
 
 #: A source of uniform integers: ``randbelow(n)`` is uniform on ``{0, …, n−1}``.
 RandBelow = Callable[[int], int]
+
+
+class ByteSource(Protocol):
+    """Anything with ``bytes(n)``: numpy's ``Generator``."""
+
+    def bytes(self, length: int) -> bytes: ...
+
+
+def seeded_randbelow(source: ByteSource) -> RandBelow:
+    """A ``randbelow`` that draws from a seeded generator (``np.random.default_rng(seed)``), for tests and
+    reproducible audits only: it makes the exact samplers replayable, it is not a CSPRNG.
+
+    Uniform by rejection: ``ceil(log2 n)`` random bits, redrawn while ≥ n (fewer than 2 draws on average).
+    """
+
+    def randbelow(n: int) -> int:
+        if n < 1:
+            raise ValueError(f"randbelow needs n >= 1, got {n}")
+        bits = (n - 1).bit_length()
+        size = (bits + 7) // 8
+        while True:
+            x = int.from_bytes(source.bytes(size), "big") >> (8 * size - bits)
+            if x < n:
+                return x
+
+    return randbelow
 
 
 def exact_fraction(x: Real | Fraction | int, name: str = "epsilon") -> Fraction:

@@ -1,8 +1,8 @@
 """The device client against the real aggregator (``deniable serve`` as a subprocess on a loopback port).
 
 The device path randomizes with the OS CSPRNG (no seed can be set, by design), so statistical checks use a
-4-standard-error band from the stderr the aggregator ships: a false failure has probability ≈ 6e-5 per
-category.
+5-standard-error band from the stderr the aggregator ships: a false failure has probability ≈ 5.7e-7 per
+count, ≈ 3.4e-5 for the 60 counts checked here (a 4-SE band would flake once in ~260 runs).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def _true_counts(values: list[str], categories: list[str]) -> list[int]:
 
 
 def _assert_within(estimate: dict[str, Any], truth: dict[str, int]) -> None:
-    """Every count within 4 of its shipped standard errors, and its CI built from that stderr."""
+    """Every count within 5 of its shipped standard errors, and its CI built from that stderr."""
     for row in estimate["categories"]:
         count, stderr = row["count"], row["stderr"]
         assert stderr > 0
-        assert abs(count - truth[row["category"]]) <= 4 * stderr, (row, truth)
+        assert abs(count - truth[row["category"]]) <= 5 * stderr, (row, truth)
         low, high = row["ci"]
         assert low < count < high and abs((high - low) / 2 / stderr - 1.959964) < 1e-3
 

@@ -1,8 +1,10 @@
 """The exact samplers against their exact probabilities.
 
-These draw from the real OS CSPRNG (``secrets``), so they are not seeded: each test rejects at a fixed
-false-alarm rate of ALPHA per check (a χ² or binomial tail bound), small enough never to flake in practice,
-while a sampler that is off by a few percent fails with certainty at these sample sizes.
+The samplers run exactly as on a device, but their uniform integers come from a seeded ``randbelow``
+(:func:`seeded_randbelow`), so every run draws the same numbers. Each check still rejects at a false-alarm
+rate of ALPHA (a χ² with every bin expecting at least 5, or an exact binomial test), so that a new seed
+does not flake either, while a sampler that is off by a few percent fails with certainty at these sizes.
+That the product itself draws from ``secrets`` is checked on the functions' defaults.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from deniable.shared.sampling import (
     discrete_laplace,
     exact_fraction,
     randomized_choice,
+    seeded_randbelow,
 )
 
 ALPHA = 1e-6
@@ -34,29 +37,34 @@ def binomial_ok(successes: int, trials: int, p: float) -> bool:
 
 
 def chisquare_ok(observed: np.ndarray, expected_probs: np.ndarray) -> bool:
+    """χ² goodness of fit at level ALPHA; the approximation needs every bin to expect at least 5."""
     expected = expected_probs / expected_probs.sum() * observed.sum()
+    assert expected.min() >= 5, "pool the sparse bins: the χ² law does not hold below 5 expected"
     return stats.chisquare(observed, expected).pvalue > ALPHA
+
+
+def source(seed: int) -> sampling.RandBelow:
+    return seeded_randbelow(np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 2), Fraction(1), Fraction(23, 10), Fraction(0.1)])
 def test_bernoulli_exp_matches_exp_minus_gamma(gamma: Fraction) -> None:
-    n = 40_000
-    hits = sum(bernoulli_exp(gamma) for _ in range(n))
+    n, randbelow = 40_000, source(1)
+    hits = sum(bernoulli_exp(gamma, randbelow) for _ in range(n))
     assert binomial_ok(hits, n, math.exp(-float(gamma)))
 
 
 @pytest.mark.parametrize("eps", [0.5, 1.0, 2.0, math.log(3)])
 def test_bernoulli_flip_is_one_over_e_eps_plus_one(eps: float) -> None:
-    n = 40_000
-    hits = sum(bernoulli_flip(Fraction(eps)) for _ in range(n))
+    n, randbelow = 40_000, source(2)
+    hits = sum(bernoulli_flip(Fraction(eps), randbelow) for _ in range(n))
     assert binomial_ok(hits, n, 1 / (math.exp(eps) + 1))
 
 
 @pytest.mark.parametrize(("k", "eps"), [(2, 1.0), (4, 0.5), (16, 1.0), (5, 3.0)])
 def test_randomized_choice_has_the_grr_law(k: int, eps: float) -> None:
-    n = 30_000
-    x = 1
-    draws = np.bincount([randomized_choice(x, k, Fraction(eps)) for _ in range(n)], minlength=k)
+    n, x, randbelow = 30_000, 1, source(3)
+    draws = np.bincount([randomized_choice(x, k, Fraction(eps), randbelow) for _ in range(n)], minlength=k)
     probs = np.full(k, 1.0)
     probs[x] = math.exp(eps)
     assert chisquare_ok(draws, probs)
@@ -64,15 +72,20 @@ def test_randomized_choice_has_the_grr_law(k: int, eps: float) -> None:
 
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3, 2)])
 def test_discrete_laplace_pmf(scale: Fraction) -> None:
-    n = 30_000
-    draws = np.array([discrete_laplace(scale) for _ in range(n)])
+    n, randbelow = 30_000, source(4)
+    draws = np.array([discrete_laplace(scale, randbelow) for _ in range(n)])
     a = math.exp(-1 / float(scale))
-    support = np.arange(-8, 9)
+    edge = 0  # bins −edge..edge, each tail beyond pooled: P(Z > m) = a^(m+1)/(1+a), each expecting >= 5
+    while n * min(1 - a, a) * a ** (edge + 1) / (1 + a) >= 5:  # bin edge+1 and the tail past it
+        edge += 1
+    support = np.arange(-edge, edge + 1)
     pmf = (1 - a) / (1 + a) * a ** np.abs(support)
-    tail = np.count_nonzero(np.abs(draws) > 8)
-    observed = np.array([np.count_nonzero(draws == z) for z in support] + [tail])
-    probs = np.append(pmf, 1 - pmf.sum())
-    assert chisquare_ok(observed, probs)
+    tail = a ** (edge + 1) / (1 + a)
+    observed = np.array(
+        [np.count_nonzero(draws < -edge)] + [np.count_nonzero(draws == z) for z in support]
+        + [np.count_nonzero(draws > edge)]
+    )  # fmt: skip
+    assert chisquare_ok(observed, np.array([tail, *pmf, tail]))
     # the variance 2a/(1−a)² is what releases report as their stderr²
     var = 2 * a / (1 - a) ** 2
     sd_of_var = math.sqrt((np.mean(draws.astype(float) ** 4) - var**2) / n)
@@ -123,3 +136,18 @@ def test_sampling_uses_only_secrets_and_integers() -> None:
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert not {c for c in calls if c in {"float", "math.exp", "math.log", "math.log1p", "math.expm1"}}
     assert sampling.bernoulli.__defaults__ == (secrets.randbelow,)
+
+
+def test_seeded_randbelow_is_uniform_reproducible_and_unbounded() -> None:
+    randbelow = source(5)
+    draws = np.bincount([randbelow(6) for _ in range(60_000)], minlength=6)
+    assert chisquare_ok(draws, np.ones(6))
+    first, second = source(6), source(6)
+    assert [first(1000) for _ in range(5)] == [second(1000) for _ in range(5)]
+    assert source(7)(1) == 0
+    huge = 3 ** 200  # exact fractions of ε have denominators far past 64 bits
+    randbelow = source(8)
+    top = [randbelow(huge) for _ in range(200)]
+    assert all(0 <= x < huge for x in top) and max(top) > huge // 2
+    with pytest.raises(ValueError, match="n >= 1"):
+        source(9)(0)
