@@ -13,16 +13,26 @@ Each yields a :class:`support.server.RunningServer`: ``.url``, ``.admin_token``,
 ``.data_dir``, ``.log_path``, ``.get/.post(path, role=...)``, ``.create_campaign(...)``, ``.estimate(id)``,
 ``.stop()``, ``.kill()`` and ``.restart()``. Envelopes for it: :func:`support.reports.simulate_envelopes`
 and :func:`support.reports.upload`.
+
+Hypothesis runs under the ``deniable`` profile: derandomized (the same examples on every run, so CI is
+reproducible), no deadline (a loaded 2-core runner must not turn a slow HPKE call into a failure), no
+example database. ``HYPOTHESIS_PROFILE=explore`` draws fresh random examples instead, to hunt for new ones.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from support.server import RunningServer, start_server
+
+settings.register_profile("deniable", derandomize=True, deadline=None, database=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deniable"))
 
 
 @pytest.fixture(scope="module")
