@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed-dev
 
 .PHONY: test demo lint fuzz bench soak clean
 
-$(STAMP): pyproject.toml
+# Installs pinned to the versions the suite last passed with (.ci/constraints.txt).
+$(STAMP): pyproject.toml .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -27,7 +28,7 @@ demo: $(STAMP)
 
 # The benchmarks print figures and ratios (goals in each file's docstring); peers come with the bench extra.
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev,bench]'
 	$(BIN)/python benchmarks/mechanisms.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/client.py
