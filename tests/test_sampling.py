@@ -138,6 +138,24 @@ def test_sampling_uses_only_secrets_and_integers() -> None:
     assert sampling.bernoulli.__defaults__ == (secrets.randbelow,)
 
 
+def test_the_product_paths_default_to_secrets() -> None:
+    """Seeded sources are for tests only: every sampler, randomizer and noise function the product calls
+    without a ``randbelow`` draws from ``secrets``."""
+    import inspect
+
+    from deniable.aggregator import central
+    from deniable.shared.mechanisms import GRR, OLH, OUE
+
+    functions = [
+        sampling.bernoulli, sampling.bernoulli_exp, sampling.bernoulli_flip, sampling.randomized_choice,
+        sampling.geometric_exp, sampling.discrete_laplace, GRR.randomize, OUE.randomize, OLH.randomize,
+        central.sample_noise, central.noisy_counts,
+    ]  # fmt: skip
+    for function in functions:
+        default = inspect.signature(function).parameters["randbelow"].default
+        assert default is secrets.randbelow, function.__qualname__
+
+
 def test_seeded_randbelow_is_uniform_reproducible_and_unbounded() -> None:
     randbelow = source(5)
     draws = np.bincount([randbelow(6) for _ in range(60_000)], minlength=6)
