@@ -35,6 +35,10 @@ an analyst, through ``cached`` and ``epsilon_spent``, for free, exactly when som
 hashing n could be inverted by trying every n.
 ε values are taken as the decimals they are written as (``Decimal(repr(ε))``), both for the noise scale
 and in the sum, so that the noise spends exactly what is charged and ten releases at 0.1 spend exactly 1.
+The spent ε is summed in exact decimal arithmetic (an ``Inexact`` trap proves no digit is dropped), stored
+as that exact decimal string (``campaigns.epsilon_spent``, TEXT since schema version 3) and compared with
+the budget exactly: ε = 3.145282958874041 under a budget of 47.179244383110614 allows exactly 14 releases
+(15·ε exceeds the budget by 10⁻¹⁵, which a float sum would lose).
 
 Contract with the service (``aggregator/api``): the estimate route of a central campaign calls::
 
@@ -60,7 +64,7 @@ import math
 import secrets
 import sqlite3
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded, Underflow
 from fractions import Fraction
 from typing import Any
 
@@ -73,6 +77,7 @@ __all__ = [
     "LATTICE_BITS",
     "NOISES",
     "charge",
+    "exact_epsilon",
     "noise_scale",
     "noise_variance",
     "noisy_counts",
@@ -82,6 +87,7 @@ __all__ = [
     "render",
     "sample_noise",
     "sensitivity",
+    "spent_text",
 ]
 
 #: ℓ1 sensitivity of a histogram under each adjacency relation.
@@ -102,8 +108,27 @@ def _check_epsilon(epsilon: float, name: str = "epsilon") -> None:
         raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
 
 
-def _dec(x: float) -> Decimal:
+#: Exact decimal arithmetic: any sum of decimals written as floats (exponents −324..308) fits in 2,000
+#: digits, and the traps turn a dropped digit into an error rather than a rounding.
+_EXACT = Context(
+    prec=2000, Emin=-10_000, Emax=10_000, traps=[Inexact, Rounded, InvalidOperation, Overflow, Underflow]
+)
+
+
+def exact_epsilon(x: float | Decimal | str) -> Decimal:
+    """ε as the decimal it is written as: a float by its shortest ``repr`` (0.1 is 1/10), a Decimal or a
+    decimal string (as stored in ``campaigns.epsilon_spent``) exactly."""
+    if isinstance(x, Decimal):
+        return x
+    if isinstance(x, str):
+        return Decimal(x)
     return Decimal(repr(float(x)))
+
+
+
+def spent_text(spent: Decimal) -> str:
+    """The exact fixed-point decimal string stored for a spent ε (``Decimal(spent_text(d)) == d``)."""
+    return format(spent, "f")
 
 
 def _check_noise(noise: str) -> None:
@@ -122,7 +147,7 @@ def sensitivity(adjacency: str) -> int:
 def noise_scale(epsilon: float, delta: int) -> Fraction:
     """b = Δ/ε exactly, ε taken as the decimal it is written as (0.1 is 1/10), as the accountant adds it."""
     _check_epsilon(epsilon)
-    return Fraction(delta) / Fraction(_dec(epsilon))
+    return Fraction(delta) / Fraction(exact_epsilon(epsilon))
 
 
 def noise_variance(noise: str, scale: Fraction | float) -> float:
@@ -157,30 +182,33 @@ def noisy_counts(
 # -- the accountant --------------------------------------------------------------------------------
 
 
-def remaining(spent: float, budget: float) -> float:
-    """The ε left: budget − spent, computed in decimal, never below 0."""
-    return float(max(_dec(budget) - _dec(spent), Decimal(0)))
+def remaining(spent: float | Decimal | str, budget: float) -> float:
+    """The ε left: budget − spent, computed exactly in decimal, never below 0 (rounded to a float once)."""
+    return float(max(_EXACT.subtract(exact_epsilon(budget), exact_epsilon(spent)), Decimal(0)))
 
 
-def charge(spent: float, budget: float, epsilon: float, *, campaign_id: str = "") -> float:
-    """The ε spent after a release of ``epsilon`` (sequential composition: spent + ε).
+def charge(spent: float | Decimal | str, budget: float, epsilon: float, *, campaign_id: str = "") -> Decimal:
+    """The ε spent after a release of ``epsilon`` (sequential composition: spent + ε), exactly.
 
-    Raises :class:`BudgetExceeded` naming what is spent, left and requested when spent + ε > budget.
+    ``spent`` is the exact decimal (a stored string or a Decimal; a float is read by its ``repr``).
+    Raises :class:`BudgetExceeded` naming what is spent, left and requested when spent + ε > budget,
+    compared exactly.
     """
     _check_epsilon(epsilon)
-    total = _dec(spent) + _dec(epsilon)
-    if total > _dec(budget):
-        left = remaining(spent, budget)
+    before = exact_epsilon(spent)
+    total = _EXACT.add(before, exact_epsilon(epsilon))
+    if total > exact_epsilon(budget):
+        left = remaining(before, budget)
         name = f"campaign {campaign_id!r}" if campaign_id else "this campaign"
         raise BudgetExceeded(
-            f"{name} has spent epsilon {float(_dec(spent))} of its budget {float(budget)} "
+            f"{name} has spent epsilon {float(before)} of its budget {float(budget)} "
             f"({left} left); this release needs {float(epsilon)}. Releases already made are served "
             "again for free; for new ones create a campaign with a larger budget",
-            spent=float(_dec(spent)),
+            spent=float(before),
             remaining=left,
             requested=float(epsilon),
         )
-    return float(total)
+    return total
 
 
 def release_key(group_by: str | None, noise: str) -> str:
@@ -330,12 +358,12 @@ def release(
             " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
             (campaign_id, key, float(epsilon), json.dumps(stored), released_at),
         )
-        conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (new_spent, campaign_id))
+        conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent_text(new_spent), campaign_id))
         spent = new_spent
     body = render(stored, level=level, categories=categories, group_by=group_by)
     body.update(
         {
-            "epsilon_spent": float(_dec(spent)),
+            "epsilon_spent": float(exact_epsilon(spent)),
             "epsilon_remaining": remaining(spent, budget),
             "budget": float(budget),
             "cached": cached is not None,

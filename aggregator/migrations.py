@@ -21,12 +21,20 @@ Version 2 adds *rounds* (recurring campaigns): ``reports.round`` and ``tallies.r
 non-recurring campaigns and for every row written before), a device counting once per (campaign, round,
 pseudonym) and each round tallied on its own. SQLite cannot alter a UNIQUE constraint or a primary key, so
 both tables are rebuilt and their rows copied, all within the one migration transaction.
+
+Version 3 stores ``campaigns.epsilon_spent`` **exactly**, as the decimal string of the exact sum of the
+releases' ε (each ε taken as the decimal it is written as), instead of a float. The float lost the last
+digits of the sum, so comparing it with the budget could allow one release too many (or one too few). The
+column is rebuilt as TEXT (a REAL column would coerce numeric text back to a float); each stored float is
+converted to the shortest decimal that reads back as it (``repr``), which is the value the old
+accountant compared with the budget.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from decimal import Decimal
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
@@ -118,18 +126,33 @@ _V2: tuple[str, ...] = (
     "ALTER TABLE tallies_v2 RENAME TO tallies",
 )
 
+_V3: tuple[str, ...] = (
+    "ALTER TABLE campaigns ADD COLUMN epsilon_spent_exact TEXT NOT NULL DEFAULT '0'",
+    "UPDATE campaigns SET epsilon_spent_exact = deniable_float_decimal(epsilon_spent)",
+    "ALTER TABLE campaigns DROP COLUMN epsilon_spent",
+    "ALTER TABLE campaigns RENAME COLUMN epsilon_spent_exact TO epsilon_spent",
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _float_decimal(value: float | int | str | None) -> str:
+    """The shortest decimal that reads back as the float ``value``, in fixed-point notation."""
+    number = float(value or 0)
+    return format(Decimal(repr(number)), "f") if number else "0"
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
     """Bring the database behind ``conn`` (autocommit mode) to the latest version; return that version.
 
     Raises ``RuntimeError`` when the file is newer than this code, rather than guessing at its layout.
+    Migrations may call ``deniable_float_decimal(x)``: the fixed-point decimal string of ``repr(float(x))``.
     """
+    conn.create_function("deniable_float_decimal", 1, _float_decimal, deterministic=True)
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -154,7 +154,7 @@ class Service:
                 {
                     **config_of(record).to_json(),
                     "n_reports": record.n_reports if exact_counts or not _count_is_private(record) else None,
-                    "epsilon_spent": record.epsilon_spent,
+                    "epsilon_spent": float(record.epsilon_spent),
                     "created_at": record.created_at,
                     "closed_at": record.closed_at,
                 }

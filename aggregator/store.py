@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ class CampaignRecord:
     trust_model: str
     budget: float | None
     adjacency: str | None
-    epsilon_spent: float
+    epsilon_spent: Decimal
     n_reports: int
     created_at: str
     closed_at: str | None
@@ -176,7 +177,7 @@ class Store:
             trust_model=row[3],
             budget=row[4],
             adjacency=row[5],
-            epsilon_spent=row[6],
+            epsilon_spent=Decimal(row[6]),
             n_reports=row[7],
             created_at=row[8],
             closed_at=row[9],

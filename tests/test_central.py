@@ -107,28 +107,28 @@ decimals = st.integers(min_value=1, max_value=300).map(lambda c: float(Decimal(c
 def test_sequential_composition_spends_exactly_and_refuses_past_the_budget(
     budget: float, requests: list[float]
 ) -> None:
-    spent = 0.0
+    spent: float | Decimal = 0.0
     exact_spent = Decimal(0)
     for eps in requests:
         if exact_spent + Decimal(repr(eps)) <= Decimal(repr(budget)):
             spent = central.charge(spent, budget, eps)
             exact_spent += Decimal(repr(eps))
-            assert Decimal(repr(spent)) == exact_spent
+            assert spent == exact_spent
         else:
             with pytest.raises(BudgetExceeded) as info:
                 central.charge(spent, budget, eps, campaign_id="c")
             err = info.value
-            assert (err.spent, err.requested) == (spent, eps)
+            assert (err.spent, err.requested) == (float(spent), eps)
             assert Decimal(repr(err.spent)) + Decimal(repr(err.remaining)) == Decimal(repr(budget))
             assert err.remaining < eps
             message = str(err)
-            assert f"spent epsilon {spent}" in message and f"needs {eps}" in message
+            assert f"spent epsilon {float(spent)}" in message and f"needs {eps}" in message
             assert f"({err.remaining} left)" in message
         assert central.remaining(spent, budget) >= 0
 
 
 def test_ten_releases_at_a_tenth_spend_exactly_one() -> None:
-    spent = 0.0
+    spent: float | Decimal = 0.0
     for _ in range(10):
         spent = central.charge(spent, 1.0, 0.1)
     assert spent == 1.0

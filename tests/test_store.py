@@ -212,7 +212,7 @@ def test_migration_to_rounds_keeps_the_reports_of_a_version_1_database(tmp_path:
     conn.close()
 
     store = Store(path)  # migrates to the current version
-    assert store.connection().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert store.connection().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 2
     both = StoredTally(2, [1, 0, 1, 0])
     assert store.all_tallies("c1") == {OVERALL: both, ("country", "NL"): both}
     assert store.rounds("c1") == [("", 2)]
