@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import MECHANISMS, OLH, Mechanism, OLHReports, mechanism_from_name, olh_hash
 from deniable.shared.sampling import seeded_randbelow
@@ -427,16 +428,20 @@ def register(subparsers: Any) -> None:
     """Add ``deniable audit``."""
     parser = subparsers.add_parser(
         "audit",
-        help="empirically lower-bound a mechanism's ε (Clopper-Pearson)",
+        help=needs("aggregator") + "empirically lower-bound a mechanism's ε (Clopper-Pearson)",
         description="Run a mechanism on two neighbouring inputs, pick the most distinguishing event on half "
         "of the runs and report a lower bound on ε from the other half. Exit status 1 if the bound "
         "exceeds the claimed ε.",
     )
-    parser.add_argument("--mechanism", choices=AUDITABLE, default="grr")
-    parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε (default 1)")
-    parser.add_argument("--k", type=int, default=4, help="domain size of local mechanisms (default 4)")
-    parser.add_argument("--trials", type=int, default=200_000, help="runs per input (default 200000)")
-    parser.add_argument("--confidence", type=float, default=0.95, help="default 0.95")
+    parser.add_argument(
+        "--mechanism", choices=AUDITABLE, default="grr",
+        help="what to audit: a local randomizer, the central noise of one count, or 'subsample' (Dwork "
+        "2006, Example 3: each record released with probability --p; not ε-DP for any finite ε)",
+    )
+    parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε")
+    parser.add_argument("--k", type=int, default=4, help="domain size of local mechanisms")
+    parser.add_argument("--trials", type=int, default=200_000, help="runs per input")
+    parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the bounds")
     parser.add_argument("--seed", type=int, default=None, help="numpy seed (default: fresh entropy)")
     parser.add_argument("--p", type=float, default=0.1, help="release probability of 'subsample'")
     parser.add_argument(
@@ -445,4 +450,4 @@ def register(subparsers: Any) -> None:
         help="run the exact samplers the product uses (fed from --seed; slower) instead of the vectorized simulation",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(func=_run, extra="aggregator")

@@ -14,21 +14,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from deniable.aggregator.cli import env_int, needs
+from deniable.shared.fields import plural
+
 __all__ = ["register"]
 
 DEFAULT_DATA_DIR = "deniable-data"
+_PATH_WIDTH = 40
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"DENIABLE_{name}", default)
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = _env(name)
-    try:
-        return default if raw is None else int(raw)
-    except ValueError:
-        raise SystemExit(f"DENIABLE_{name} must be an integer, got {raw!r}") from None
+#: The integer options of ``serve``: flag, environment name, default and help. Their environment variables
+#: are read when ``serve`` runs (:func:`_resolve_ints`), so a bad one never breaks another command.
+_SERVE_INTS: tuple[tuple[str, str, int, str], ...] = (
+    ("--port", "PORT", 8000, "TCP port to listen on"),
+    ("--workers", "WORKERS", 2, "worker processes"),
+    ("--threads", "THREADS", 2, "threads per worker"),
+    ("--max-body-bytes", "MAX_BODY_BYTES", 8 * 1024 * 1024, "largest request body; larger ones get 413"),
+)
 
 
 def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
@@ -37,51 +43,70 @@ def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=Path(_env("DATA_DIR", DEFAULT_DATA_DIR) or DEFAULT_DATA_DIR),
         help="directory of the database, campaign keys and tokens (env DENIABLE_DATA_DIR; "
-        f"default ./{DEFAULT_DATA_DIR})",
+        f"default: ./{DEFAULT_DATA_DIR})",
     )
+
+
+def _resolve_ints(args: argparse.Namespace) -> None:
+    """Fill each integer option not given on the command line from its ``DENIABLE_*`` variable or default."""
+    for flag, env, default, _ in _SERVE_INTS:
+        dest = flag.lstrip("-").replace("-", "_")
+        if getattr(args, dest) is None:
+            setattr(args, dest, env_int(env, default))
 
 
 def register(subparsers: Any) -> None:
     """Add the operator subcommands to the ``deniable`` parser."""
-    serve = subparsers.add_parser("serve", help="run the aggregator service under gunicorn")
+    serve = subparsers.add_parser(
+        "serve",
+        help=needs("aggregator") + "run the aggregator service (HTTP API over the data dir)",
+        description="Run the aggregator: prepare the data dir (tokens, database schema), bind the port, "
+        "and serve the HTTP API until stopped (Ctrl-C or SIGTERM). Every option has a DENIABLE_* "
+        "environment variable; flags win.",
+    )
     _data_dir_arg(serve)
     serve.add_argument(
         "--host", default=_env("HOST", "127.0.0.1"), help="address to bind (env DENIABLE_HOST)"
     )
-    serve.add_argument("--port", type=int, default=_env_int("PORT", 8000), help="port (env DENIABLE_PORT)")
-    serve.add_argument(
-        "--workers", type=int, default=_env_int("WORKERS", 2), help="processes (env DENIABLE_WORKERS)"
-    )
-    serve.add_argument(
-        "--threads", type=int, default=_env_int("THREADS", 2), help="threads each (env DENIABLE_THREADS)"
-    )
+    for flag, env, default, text in _SERVE_INTS:
+        serve.add_argument(
+            flag, type=int, default=None, metavar="N", help=f"{text} (env DENIABLE_{env}; default: {default})"
+        )
     for role in ("admin", "analyst"):
         serve.add_argument(
             f"--{role}-token",
             default=_env(f"{role.upper()}_TOKEN"),
-            help=f"the {role} bearer token (prefer env DENIABLE_{role.upper()}_TOKEN)",
+            help=f"the {role} bearer token (prefer env DENIABLE_{role.upper()}_TOKEN; default: read or "
+            "generated in the data dir)",
         )
-    serve.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=_env_int("MAX_BODY_BYTES", 8 * 1024 * 1024),
-        help="largest request body; larger ones get 413 (env DENIABLE_MAX_BODY_BYTES)",
-    )
-    serve.set_defaults(func=serve_command)
+    serve.set_defaults(func=serve_command, extra="aggregator")
 
     verify = subparsers.add_parser(
-        "verify", help="recount every tally from the stored reports; exit 1 on mismatch"
+        "verify",
+        help=needs("aggregator") + "recount every tally from the stored reports; exit 1 on mismatch",
+        description="Recount every campaign's tallies from its stored reports and compare them with the "
+        "stored tallies. Exit status 0 if all agree, 1 if any differs, 2 if there is no database.",
     )
     _data_dir_arg(verify)
-    verify.set_defaults(func=verify_command)
+    verify.set_defaults(func=verify_command, extra="aggregator")
 
-    tokens = subparsers.add_parser("tokens", help="show where the admin and analyst token files are")
+    tokens = subparsers.add_parser(
+        "tokens",
+        help="show where the admin and analyst token files are (never the tokens)",
+        description="Print the paths of the admin and analyst token files of a data dir and their mode, "
+        "never the tokens themselves.",
+    )
     _data_dir_arg(tokens)
     tokens.set_defaults(func=tokens_command)
 
-    campaigns = subparsers.add_parser("campaigns", help="list the campaigns stored in a data dir")
+    campaigns = subparsers.add_parser(
+        "campaigns",
+        help=needs("aggregator") + "list the campaigns stored in a data dir",
+        description="List id, trust model, status and report count of every campaign stored in a data dir "
+        "(read from the database directly; the server may be running).",
+    )
     _data_dir_arg(campaigns)
-    campaigns.set_defaults(func=campaigns_command)
+    campaigns.set_defaults(func=campaigns_command, extra="aggregator")
 
 
 def _check_serve_args(args: argparse.Namespace) -> None:
@@ -100,6 +125,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from deniable.aggregator.server import AggregatorServer, gunicorn_options
     from deniable.aggregator.store import Store
 
+    _resolve_ints(args)
     _check_serve_args(args)
     os.umask(0o077)  # the database, its WAL and every key or token file: owner only
     data_dir = args.data_dir.resolve()
@@ -146,11 +172,11 @@ def verify_command(args: argparse.Namespace) -> int:
     checks = verify_store(store)
     for check in checks:
         if check.ok:
-            print(f"ok        {check.campaign_id}: {check.reports} reports, tallies equal a recount")
+            print(f"ok        {check.campaign_id}: {plural(check.reports, 'report')}, tallies equal a recount")
         else:
             print(f"MISMATCH  {check.campaign_id}: " + "; ".join(check.mismatches))
     bad = sum(not check.ok for check in checks)
-    print(f"{len(checks)} campaigns checked, {bad} with mismatches")
+    print(f"{plural(len(checks), 'campaign')} checked, {bad} with {'a mismatch' if bad == 1 else 'mismatches'}")
     return 1 if bad else 0
 
 
@@ -158,9 +184,10 @@ def tokens_command(args: argparse.Namespace) -> int:
     """Print where the token files are (not the tokens)."""
     from deniable.aggregator.secret_files import token_paths
 
+    print(f"{'role':8} {'file':<{_PATH_WIDTH}}  state")
     for role, path in token_paths(args.data_dir.resolve()).items():
         state = f"mode {path.stat().st_mode & 0o777:04o}" if path.exists() else "missing (generated by serve)"
-        print(f"{role:8} {path}  {state}")
+        print(f"{role:8} {path!s:<{_PATH_WIDTH}}  {state}")
     return 0
 
 
@@ -169,6 +196,9 @@ def campaigns_command(args: argparse.Namespace) -> int:
     store = _open_store(args.data_dir)
     if store is None:
         return 2
-    for record in store.list_campaigns():
-        print(f"{record.id:32} {record.trust_model:8} {record.status:7} {record.n_reports:>10} reports")
+    records = store.list_campaigns()
+    print(f"{'campaign':32} {'trust':8} {'status':7} {'reports':>10}")
+    for record in records:
+        print(f"{record.id:32} {record.trust_model:8} {record.status:7} {record.n_reports:>10}")
+    print(plural(len(records), "campaign"))
     return 0

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Mechanism, Tally, choose_mechanism
 
@@ -337,7 +338,7 @@ def register(subparsers: Any) -> None:
     """Add ``deniable compare``."""
     parser = subparsers.add_parser(
         "compare",
-        help="simulate local randomized response against a central Laplace count",
+        help=needs("aggregator") + "simulate local randomized response against a central Laplace count",
         description="Simulate a population and compare the error of the local model (randomized response on "
         "every device) with the central model (a trusted curator adding Laplace noise).",
     )
@@ -348,4 +349,4 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--trials", type=int, default=200, help="simulated runs (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="numpy seed (default 0)")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw error against n for several ε")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(func=_run, extra="aggregator")

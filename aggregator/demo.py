@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deniable.aggregator.cli import needs
 from deniable.shared.errors import DeniableError
 
 __all__ = ["DemoServer", "register", "run_demo", "running_server"]
@@ -230,7 +231,7 @@ def register(subparsers: Any) -> None:
     """Add ``deniable demo``."""
     parser = subparsers.add_parser(
         "demo",
-        help="run the aggregator and compare local and central answers to one question",
+        help=needs("aggregator") + "run the aggregator and compare local and central answers to one question",
         description="Start a temporary aggregator, ask one sensitive question as a local and as a central "
         "campaign, simulate respondents with the client SDK and compare the two answers.",
     )
@@ -246,4 +247,4 @@ def register(subparsers: Any) -> None:
         help="where to write the comparison plot (default: deniable-demo.png in the temp dir)",
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
-    parser.set_defaults(func=_run)
+    parser.set_defaults(func=_run, extra="aggregator")

@@ -1,9 +1,10 @@
 """``deniable submit`` and ``deniable ledger``: the device client from a shell.
 
 ``deniable submit --aggregator URL --campaign ID --value V [--group k=v ...] [--state-dir DIR]`` answers a
-campaign (randomized on this machine, encrypted, queued) and flushes the outbox; it prints the receipt and
-the delivery as JSON. ``deniable ledger [--state-dir DIR]`` prints the ε spent per campaign and what is
-left. The state dir defaults to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
+campaign (randomized on this machine, encrypted, queued) and flushes the outbox; it prints what it did in a
+few lines, or the receipt and the delivery as JSON with ``--json``. ``deniable ledger [--state-dir DIR]``
+prints the ε spent per campaign and what is left, as a table or (``--json``) JSON. The state dir defaults
+to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
 
 Exit codes: 0 done; 1 refused or failed (the message says why and what to do); 3 queued but not delivered
 yet (the aggregator is unreachable; run the command again or ``flush`` later, nothing is lost).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.shared.errors import DeniableError, InvalidParameter
+from deniable.shared.fields import plural
 
 from .device import Client
 from .ledger import build_ledger, fmt_epsilon
@@ -61,16 +63,22 @@ def register(subparsers: Any) -> None:
         "--allow-central", action="store_true",
         help="allow central campaigns, which receive the raw answer (encrypted) and add noise centrally",
     )
-    submit.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign (4)")
-    submit.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget (10)")
+    submit.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign")
+    submit.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget")
     submit.add_argument("--no-flush", action="store_true", help="queue only; deliver on a later call")
+    _json_option(submit)
     submit.set_defaults(func=_submit)
 
-    ledger = subparsers.add_parser("ledger", help="show the ε this device spent and what is left")
+    ledger = subparsers.add_parser(
+        "ledger",
+        help="show the ε this device spent and what is left",
+        description="Show the ε this device spent per campaign, the total, and what is left of the lifetime "
+        "budget (read from the device state; nothing is sent or spent).",
+    )
     _state_dir_option(ledger)
-    ledger.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget (10)")
-    ledger.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign (4)")
-    ledger.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ledger.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget")
+    ledger.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign")
+    _json_option(ledger)
     ledger.set_defaults(func=_ledger)
 
 
@@ -78,6 +86,10 @@ def _budget(flag: str, value: float) -> float:
     if not (math.isfinite(value) and 0 < value <= 1000):
         raise InvalidParameter(f"{flag} must be a finite number in (0, 1000], got {value:g}")
     return value
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
 
 
 def _state_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +118,7 @@ def _submit(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"receipt": dataclasses.asdict(receipt)}
     if result is not None:
         out["delivery"] = dataclasses.asdict(result)
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2) if args.json else _submit_text(out))
     if rejected:
         print(f"deniable submit: the aggregator rejected the report: {rejected[0].reason}", file=sys.stderr)
         return 1
@@ -114,6 +126,27 @@ def _submit(args: argparse.Namespace) -> int:
         print(f"deniable submit: queued, not delivered yet: {result.error}", file=sys.stderr)
         return 3
     return 0
+
+
+def _submit_text(out: dict[str, Any]) -> str:
+    """The human form of ``submit``'s outcome: the receipt, then the delivery (same facts as ``--json``)."""
+    receipt = out["receipt"]
+    where = f"campaign {receipt['campaign_id']}" + (f", round {receipt['round']}" if receipt["round"] else "")
+    cost = (
+        "memoized: the earlier report was sent again, ε spent 0"
+        if receipt["memoized"]
+        else f"ε spent {fmt_epsilon(receipt['epsilon_spent'])}"
+    )
+    lines = [f"answered {where}: report {receipt['report_id']} ({receipt['trust_model']}; {cost})"]
+    delivery = out.get("delivery")
+    if delivery is None:
+        lines.append("queued; not sent yet (--no-flush)" if receipt["queued"] else "not queued")
+    else:
+        lines.append(
+            f"delivery: {delivery['accepted']} accepted, {delivery['duplicate']} duplicate, "
+            f"{delivery['rejected']} rejected; {plural(delivery['pending'], 'report')} still queued"
+        )
+    return "\n".join(lines)
 
 
 def _ledger(args: argparse.Namespace) -> int:
@@ -137,12 +170,14 @@ def _ledger(args: argparse.Namespace) -> int:
         print(json.dumps({**ledger.to_dict(), "pending": pending}, indent=2))
         return 0
     print(f"{'campaign':<40} {'ε spent':>10} {'reports':>8}  mode")
+    if not ledger.campaigns:
+        print("(no campaign answered yet)")
     for c in ledger.campaigns:
         mode = "recurring" if c.recurring else "one-shot"
         mode += "" if c.trust_model == "local" else ", central"
         print(f"{c.campaign_id:<40} {fmt_epsilon(c.epsilon):>10} {c.reports:>8}  {mode}")
     print(
         f"total ε spent {fmt_epsilon(ledger.spent)} of {fmt_epsilon(ledger.lifetime_budget)}; "
-        f"{fmt_epsilon(ledger.remaining)} left; {pending} report(s) waiting to be delivered"
+        f"{fmt_epsilon(ledger.remaining)} left; {plural(pending, 'report')} waiting to be delivered"
     )
     return 0

@@ -31,6 +31,7 @@ __all__ = [
     "check_slug",
     "check_text",
     "check_unicode",
+    "plural",
     "show",
 ]
 
@@ -44,6 +45,11 @@ SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
 ROUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 ROUND_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``"1 report"``, ``"2 reports"``, ``"0 campaigns"`` (messages and command-line output)."""
+    return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
 
 
 def show(value: object) -> str:

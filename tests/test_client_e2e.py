@@ -215,7 +215,7 @@ def test_cli_submit_and_ledger(aggregator: RunningServer, tmp_path: Path) -> Non
     )
     state = tmp_path / "cli-state"
     args = ("submit", "--aggregator", aggregator.url, "--campaign", "e2e-cli", "--value", label,
-            "--group", "country=NL")
+            "--group", "country=NL", "--json")
     first = _cli(*args, env={"DENIABLE_STATE_DIR": str(state)})
     assert first.returncode == 0, first.stderr
     out = json.loads(first.stdout)
@@ -242,7 +242,7 @@ def test_cli_reports_an_unreachable_aggregator(aggregator: RunningServer, tmp_pa
     aggregator.create_campaign(id="e2e-cli-down", question="q?", categories=["a", "b"], epsilon=1.0)
     state = tmp_path / "cli-down"
     queued = _cli("submit", "--aggregator", aggregator.url, "--campaign", "e2e-cli-down", "--value", "a",
-                  "--state-dir", str(state), "--no-flush")
+                  "--state-dir", str(state), "--no-flush", "--json")
     assert queued.returncode == 0 and "delivery" not in json.loads(queued.stdout)
     down = _cli("submit", "--aggregator", "http://127.0.0.1:9", "--campaign", "e2e-cli-down", "--value",
                 "a", "--state-dir", str(state))

@@ -232,7 +232,7 @@ def test_cli_submit_with_round(aggregator: RunningServer, tmp_path: Path) -> Non
     base = [sys.executable, "-m", "deniable.aggregator.cli", "submit", "--aggregator", aggregator.url,
             "--campaign", "cli-rounds", "--value", "red", "--state-dir", str(tmp_path / "cli")]  # fmt: skip
     for round_, spent in (("w1", 2.0), ("w2", 0.0)):
-        done = subprocess.run([*base, "--recurring", "--round", round_], capture_output=True, text=True,
+        done = subprocess.run([*base, "--recurring", "--round", round_, "--json"], capture_output=True, text=True,
                               timeout=60, check=False)  # fmt: skip
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)
