@@ -69,6 +69,7 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
+from deniable.shared.gaussian import L1_SENSITIVITY
 from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
 from deniable.shared.sampling import RandBelow, discrete_laplace
 
@@ -90,8 +91,8 @@ __all__ = [
     "spent_text",
 ]
 
-#: ℓ1 sensitivity of a histogram under each adjacency relation.
-ADJACENCIES: Mapping[str, int] = {"add-remove": 1, "replace": 2}
+#: ℓ1 sensitivity of a histogram under each adjacency relation (one table, in ``deniable.shared.gaussian``).
+ADJACENCIES: Mapping[str, int] = L1_SENSITIVITY
 
 #: Noise families a release may ask for; the first is the default.
 NOISES: tuple[str, ...] = ("discrete-laplace", "laplace")

@@ -26,6 +26,7 @@ __all__ = [
     "bernoulli",
     "bernoulli_exp",
     "bernoulli_flip",
+    "discrete_gaussian",
     "discrete_laplace",
     "exact_fraction",
     "geometric_exp",
@@ -171,3 +172,29 @@ def discrete_laplace(scale: Fraction | int, randbelow: RandBelow = secrets.randb
         if negative and y == 0:
             continue
         return -y if negative else y
+
+
+def _isqrt_floor(x: Fraction) -> int:
+    """⌊√x⌋ exactly for rational x ≥ 0: ⌊√(p/q)⌋ = ⌊isqrt(p·q)/q⌋."""
+    return math.isqrt(x.numerator * x.denominator) // x.denominator
+
+
+def discrete_gaussian(sigma2: Fraction | int, randbelow: RandBelow = secrets.randbelow) -> int:
+    """Y with P(Y = y) ∝ e^(−y²/(2σ²)) on ℤ, for rational σ² > 0 (Canonne, Kamath, Steinke 2020, Alg. 3).
+
+    Rejection from the discrete Laplace of integer scale t = ⌊σ⌋ + 1: propose Y ~ DLap(t), accept with
+    probability e^(−(|Y| − σ²/t)²/(2σ²)), an exact coin since the exponent is rational. The accepted law
+    is ∝ e^(−|y|/t − (|y| − σ²/t)²/(2σ²)) = e^(−y²/(2σ²))·e^(−σ²/(2t²)): exactly the discrete Gaussian.
+    Added to an integer query of ℓ2 sensitivity Δ₂ it is (Δ₂²/(2σ²))-zCDP (CKS 2020, Thm 4 and 14).
+    """
+    sigma2 = Fraction(sigma2)
+    if sigma2 <= 0:
+        raise ValueError(f"discrete_gaussian needs sigma2 > 0, got {sigma2}")
+    t = _isqrt_floor(sigma2) + 1
+    shift = sigma2 / t
+    twice = 2 * sigma2
+    while True:
+        y = discrete_laplace(t, randbelow)
+        gap = abs(y) - shift
+        if bernoulli_exp(gap * gap / twice, randbelow):
+            return y

@@ -148,7 +148,8 @@ def test_the_product_paths_default_to_secrets() -> None:
 
     functions = [
         sampling.bernoulli, sampling.bernoulli_exp, sampling.bernoulli_flip, sampling.randomized_choice,
-        sampling.geometric_exp, sampling.discrete_laplace, GRR.randomize, OUE.randomize, OLH.randomize,
+        sampling.geometric_exp, sampling.discrete_laplace, sampling.discrete_gaussian,
+        GRR.randomize, OUE.randomize, OLH.randomize,
         central.sample_noise, central.noisy_counts,
     ]  # fmt: skip
     for function in functions:
