@@ -4,6 +4,7 @@
 >>> client = Client("http://127.0.0.1:8000", state_dir="~/.local/share/myapp/deniable")  # doctest: +SKIP
 >>> receipt = client.submit("smoking-2026", "yes", groups={"country": "NL"})            # doctest: +SKIP
 >>> client.flush()                                                                       # doctest: +SKIP
+>>> client.pending()                        # what still waits, and why                  # doctest: +SKIP
 >>> client.ledger()                                                                      # doctest: +SKIP
 
 Depends only on the standard library, ``cryptography`` and :mod:`deniable.shared`; never imports numpy or
@@ -13,7 +14,9 @@ Flask.
 from deniable.shared.errors import (
     BudgetExceeded,
     CampaignClosed,
+    DeliveryError,
     DeniableError,
+    DeviceStateError,
     InvalidConfig,
     InvalidParameter,
     TransportError,
@@ -24,7 +27,7 @@ from .device import Client, Receipt
 from .fleet import FleetResult, simulate_fleet
 from .ledger import CampaignSpend, Ledger
 from .outbox import FlushResult, RetryPolicy
-from .state import Rejection, default_state_dir
+from .state import ExpiredReport, PendingReport, Rejection, default_state_dir
 from .transport import HTTPTransport, Response, Transport
 
 __all__ = [
@@ -32,13 +35,17 @@ __all__ = [
     "CampaignClosed",
     "CampaignSpend",
     "Client",
+    "DeliveryError",
     "DeniableError",
+    "DeviceStateError",
+    "ExpiredReport",
     "FleetResult",
     "FlushResult",
     "HTTPTransport",
     "InvalidConfig",
     "InvalidParameter",
     "Ledger",
+    "PendingReport",
     "Receipt",
     "Rejection",
     "Response",

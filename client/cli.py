@@ -117,7 +117,7 @@ def _submit(args: argparse.Namespace) -> int:
         return 1
     out: dict[str, Any] = {"receipt": dataclasses.asdict(receipt)}
     if result is not None:
-        out["delivery"] = dataclasses.asdict(result)
+        out["delivery"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "failure"}
     print(json.dumps(out, indent=2) if args.json else _submit_text(out))
     if rejected:
         print(f"deniable submit: the aggregator rejected the report: {rejected[0].reason}", file=sys.stderr)

@@ -46,7 +46,15 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
     :class:`InvalidConfig` (any other answer, an invalid config, or a config for another campaign).
     """
     path = CONFIG_PATH.format(urllib.parse.quote(campaign_id, safe=""))
-    response = transport.request("GET", path)
+    try:
+        response = transport.request("GET", path)
+    except TransportError as exc:
+        raise TransportError(f"{exc}; nothing was spent or queued, try again later") from exc
+    if response.status == 200 and response.content_error is not None:
+        raise TransportError(
+            f"the aggregator answered 200 for the config of {campaign_id!r} with {response.content_error}; "
+            "nothing was spent or queued (is the URL the aggregator's?)"
+        )
     if response.status == 404:
         raise UnknownCampaign(
             f"the aggregator has no campaign {campaign_id!r} ({error_message(response)}); check the id"

@@ -31,13 +31,22 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
+from deniable.shared.limits import OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget
 from .memo import permanent_response, round_report_id
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
 from .report import central_refusal, privacy_cost, randomize_index, seal_answer
-from .state import DeviceState, Rejection, ReportRow, RoundRow
+from .state import (
+    DeviceState,
+    ExpiredReport,
+    PendingReport,
+    Rejection,
+    ReportRow,
+    RoundRow,
+    state_errors,
+)
 from .transport import HTTPTransport, Transport
 
 __all__ = ["Client", "Receipt"]
@@ -79,7 +88,13 @@ class Client:
     a curator the user chose to trust; the default refuses them, so nothing un-randomized leaves the device.
     ``durability="normal"`` (default) or ``"full"``: see :mod:`deniable.client.state` (``"full"`` fsyncs
     every answer; ``"normal"`` fsyncs once per flush, before anything is sent). ``batch_size`` (≤ 500)
-    and ``retry`` (:class:`RetryPolicy`) tune delivery.
+    and ``retry`` (:class:`RetryPolicy`) tune delivery. ``outbox_max_age``: seconds a report may wait
+    undelivered (default 30 days, at least a minute); then a flush records it as expired in the ledger
+    (:meth:`expired`) instead of sending it.
+
+    Every failure of the device's own storage (a read-only or full disk, a damaged secret or database,
+    another process holding the state too long) is a :class:`~deniable.shared.errors.DeviceStateError`
+    subclass whose message says what to do; a failed call changes nothing, so nothing queued is lost.
     """
 
     def __init__(
@@ -95,16 +110,35 @@ class Client:
         batch_size: int = MAX_BATCH,
         retry: RetryPolicy | None = None,
         durability: str = "normal",
+        outbox_max_age: float = OUTBOX_MAX_AGE_DEFAULT,
     ) -> None:
         self._per_campaign = _positive("max_epsilon_per_campaign", max_epsilon_per_campaign)
         self._lifetime = _positive("lifetime_budget", lifetime_budget)
+        low, high = OUTBOX_MAX_AGE_RANGE
+        if (
+            isinstance(outbox_max_age, bool)
+            or not isinstance(outbox_max_age, int | float)
+            or not low <= outbox_max_age <= high
+        ):
+            raise InvalidParameter(
+                f"'outbox_max_age' must be a number of seconds in [{low:g}, {high:g}] (default "
+                f"{OUTBOX_MAX_AGE_DEFAULT:g}, 30 days), got {outbox_max_age!r}"
+            )
+        self.outbox_max_age = float(outbox_max_age)
         self.aggregator_url = aggregator_url
         self.allow_central = bool(allow_central)
         self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
         self._lock = threading.RLock()
         self._state = DeviceState(state_dir, durability=durability)
         self._configs: dict[str, CampaignConfig] = {}
-        self._outbox = Outbox(self._state, self._transport, self._lock, batch_size=batch_size, policy=retry)
+        self._outbox = Outbox(
+            self._state,
+            self._transport,
+            self._lock,
+            batch_size=batch_size,
+            policy=retry,
+            max_age=self.outbox_max_age,
+        )
 
     @property
     def state_dir(self) -> str | None:
@@ -113,7 +147,7 @@ class Client:
 
     def close(self) -> None:
         """Release the state database (queued reports stay on disk for the next Client)."""
-        with self._lock:
+        with self._lock, state_errors(self._state.path):
             self._state.close()
 
     def __enter__(self) -> Client:
@@ -146,7 +180,7 @@ class Client:
         ``TransportError`` (the aggregator is unreachable and this Client has not validated the campaign
         yet; nothing was spent or queued).
         """
-        with self._lock:
+        with self._lock, state_errors(self._state.path):
             pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
             config = resolve_config(self._state, self._transport, campaign_id, self._configs)
             index = config.category_index(value)
@@ -266,25 +300,34 @@ class Client:
         return self.deliver().delivered
 
     def deliver(self) -> FlushResult:
-        """Like :meth:`flush`, with the full account (accepted, duplicate, rejected, pending, last error)."""
-        return self._outbox.flush()
+        """Like :meth:`flush`, with the full account (accepted, duplicate, rejected, pending, expired, and
+        the typed ``failure`` that kept reports queued: :meth:`FlushResult.raise_for_error` raises it)."""
+        with state_errors(self._state.path):
+            return self._outbox.flush()
 
-    def pending(self) -> int:
-        """How many reports wait in the outbox."""
-        with self._lock:
-            return self._state.pending()
+    def pending(self) -> list[PendingReport]:
+        """The reports waiting in the outbox, oldest first, each with why it waits (``why``, the last
+        error and its code), its attempts and when it expires."""
+        with self._lock, state_errors(self._state.path):
+            return self._state.pending_reports(self.outbox_max_age)
 
     def rejections(self) -> list[Rejection]:
-        """Reports the aggregator refused (4xx or a ``rejected`` result), with its reasons; not retried."""
-        with self._lock:
+        """Reports the aggregator rejected (a ``rejected`` verdict on that report), with its reasons; not
+        retried."""
+        with self._lock, state_errors(self._state.path):
             return self._state.rejections()
+
+    def expired(self) -> list[ExpiredReport]:
+        """Reports that waited longer than ``outbox_max_age`` and left the outbox undelivered."""
+        with self._lock, state_errors(self._state.path):
+            return self._state.expired()
 
     # -- accounting ---------------------------------------------------------------------------------------
     def ledger(self) -> Ledger:
         """ε spent per campaign and in total, the lifetime budget and what is left."""
-        with self._lock:
-            spends = self._state.spent()
-        return build_ledger(spends, self._lifetime, self._per_campaign)
+        with self._lock, state_errors(self._state.path):
+            spends, expired = self._state.spent(), self._state.expired_counts()
+        return build_ledger(spends, self._lifetime, self._per_campaign, expired)
 
     def __repr__(self) -> str:
         return (

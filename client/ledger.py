@@ -41,13 +41,15 @@ def _pair(left: Fraction, requested: Fraction) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class CampaignSpend:
-    """ε spent on one campaign: ``reports`` distinct randomized reports, each of ε ``epsilon_each``."""
+    """ε spent on one campaign over ``reports`` distinct randomized reports; ``expired`` of its reports
+    waited longer than the outbox's maximum age and were never delivered (their ε stays spent)."""
 
     campaign_id: str
     epsilon: float
     reports: int
     recurring: bool
     trust_model: str
+    expired: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -57,6 +59,7 @@ class CampaignSpend:
             "reports": self.reports,
             "recurring": self.recurring,
             "trust_model": self.trust_model,
+            "expired": self.expired,
         }
 
 
@@ -86,12 +89,19 @@ class Ledger:
 
 
 def build_ledger(
-    spends: list[tuple[str, Fraction, int, bool, str]], lifetime_budget: Fraction, per_campaign: Fraction
+    spends: list[tuple[str, Fraction, int, bool, str]],
+    lifetime_budget: Fraction,
+    per_campaign: Fraction,
+    expired: dict[str, int] | None = None,
 ) -> Ledger:
-    """A :class:`Ledger` from ``(campaign_id, ε spent, reports, recurring, trust_model)`` rows, summed exactly."""
+    """A :class:`Ledger` from ``(campaign_id, ε spent, reports, recurring, trust_model)`` rows, summed exactly,
+    with ``expired`` reports per campaign."""
     total = sum((row[1] for row in spends), Fraction(0))
+    gone = expired or {}
     return Ledger(
-        campaigns=tuple(CampaignSpend(cid, float(eps), n, rec, trust) for cid, eps, n, rec, trust in spends),
+        campaigns=tuple(
+            CampaignSpend(cid, float(eps), n, rec, trust, gone.get(cid, 0)) for cid, eps, n, rec, trust in spends
+        ),
         spent=float(total),
         lifetime_budget=float(lifetime_budget),
         remaining=float(max(lifetime_budget - total, Fraction(0))),

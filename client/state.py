@@ -23,26 +23,40 @@ pseudonyms and of its permanent randomized responses; keep the state dir private
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from deniable.shared.errors import InvalidParameter
+from deniable.shared.errors import (
+    DeviceSecretDamaged,
+    DeviceStateError,
+    InvalidParameter,
+    StateBusy,
+    StateCorrupt,
+    StateDiskFull,
+    StateReadOnly,
+)
+from deniable.shared.limits import STATE_BUSY_TIMEOUT
 
 __all__ = [
     "DB_FILE",
     "SECRET_FILE",
     "DeviceState",
+    "ExpiredReport",
     "OutboxEntry",
+    "PendingReport",
     "Rejection",
     "ReportRow",
     "RoundRow",
     "default_state_dir",
+    "state_errors",
 ]
 
 SECRET_FILE = "device_secret"  # noqa: S105 (a file name, not a password)
@@ -91,6 +105,14 @@ CREATE TABLE IF NOT EXISTS outbox (
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT
 );
+CREATE TABLE IF NOT EXISTS expired (
+    report_id TEXT PRIMARY KEY,
+    campaign_id TEXT NOT NULL,
+    queued_at REAL NOT NULL,
+    expired_at REAL NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT
+);
 CREATE TABLE IF NOT EXISTS rejections (
     report_id TEXT PRIMARY KEY,
     campaign_id TEXT NOT NULL,
@@ -99,6 +121,15 @@ CREATE TABLE IF NOT EXISTS rejections (
     at REAL NOT NULL
 );
 """
+
+#: Columns added after the first release of the schema, as ``(table, column, declaration)``: an existing
+#: state database gets them on open (``ALTER TABLE ... ADD COLUMN``, in the same transaction as the rest).
+_ADDED_COLUMNS = (
+    ("outbox", "queued_at", "REAL"),
+    ("outbox", "last_attempt", "REAL"),
+    ("outbox", "last_error_code", "TEXT"),
+    ("reports", "answer_tag", "TEXT"),
+)
 
 
 def default_state_dir() -> Path:
@@ -117,6 +148,8 @@ class ReportRow:
     trust_model: str
     epsilon: Fraction
     envelope: str
+    answer_tag: str | None = None
+    created: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +176,41 @@ class OutboxEntry:
 
 
 @dataclass(frozen=True)
+class PendingReport:
+    """A report waiting in the outbox, and why: ``last_error`` (None while never tried) with its
+    ``last_error_code`` (the ``code`` of the typed error, e.g. ``campaign_not_found``), ``attempts``
+    so far, and when it expires (``expires_at``, seconds since the epoch)."""
+
+    report_id: str
+    campaign_id: str
+    queued_at: float
+    attempts: int
+    last_attempt: float | None
+    last_error: str | None
+    last_error_code: str | None
+    expires_at: float
+
+    @property
+    def why(self) -> str:
+        """One line: why the report still waits."""
+        if self.last_error is None:
+            return "not sent yet"
+        return self.last_error
+
+
+@dataclass(frozen=True)
+class ExpiredReport:
+    """A report that waited longer than the outbox's maximum age and left it undelivered (ε stays spent)."""
+
+    report_id: str
+    campaign_id: str
+    queued_at: float
+    expired_at: float
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
 class Rejection:
     """A report the aggregator refused (4xx or a per-report ``rejected`` result); it is not retried."""
 
@@ -160,28 +228,68 @@ class DeviceState:
     connection is opened with ``check_same_thread=False`` for that reason.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None, *, durability: str = "normal") -> None:
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str] | None,
+        *,
+        durability: str = "normal",
+        busy_timeout: float = STATE_BUSY_TIMEOUT,
+    ) -> None:
         if durability not in ("normal", "full"):
             raise InvalidParameter(f"'durability' must be 'normal' or 'full', got {durability!r}")
         self.durability = durability
         self.path: Path | None = None
-        if state_dir is None:
-            self._secret = secrets.token_bytes(_SECRET_BYTES)
-            target = ":memory:"
-        else:
-            self.path = Path(state_dir).expanduser()
-            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(self.path, 0o700)
-            self._secret = _load_or_create_secret(self.path / SECRET_FILE)
-            db = self.path / DB_FILE
-            os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))
-            os.chmod(db, 0o600)
-            target = str(db)
-        self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
-        if self.path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={durability.upper()}")
-        self._db.executescript(_SCHEMA)
+        self._busy_timeout = busy_timeout
+        with state_errors(None if state_dir is None else Path(state_dir).expanduser()):
+            if state_dir is None:
+                self._secret = secrets.token_bytes(_SECRET_BYTES)
+                target = ":memory:"
+            else:
+                self.path = Path(state_dir).expanduser()
+                self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if stat.S_IMODE(self.path.stat().st_mode) != 0o700:
+                    os.chmod(self.path, 0o700)
+                self._secret = _load_or_create_secret(self.path / SECRET_FILE)
+                db = self.path / DB_FILE
+                os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))
+                if stat.S_IMODE(db.stat().st_mode) != 0o600:
+                    os.chmod(db, 0o600)
+                target = str(db)
+            self._db = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, timeout=busy_timeout
+            )
+            try:
+                self._setup(durability)
+            except BaseException:
+                self._db.close()
+                raise
+
+    def _setup(self, durability: str) -> None:
+        """WAL mode and the schema (with its added columns), retried while another process holds the
+        database: SQLite answers ``database is locked`` at once, without waiting for the busy timeout, when
+        two connections race to switch a new database to WAL (the first open of a new state dir)."""
+        deadline = time.monotonic() + self._busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                if self.path is not None:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute(f"PRAGMA synchronous={durability.upper()}")
+                with self.transaction() as db:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                    for table, column, declaration in _ADDED_COLUMNS:
+                        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                        if column not in columns:
+                            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                    db.execute("UPDATE outbox SET queued_at = ? WHERE queued_at IS NULL", (time.time(),))
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay * (0.5 + secrets.randbelow(1001) / 2000))
+            delay = min(delay * 2, 0.25)
 
     @property
     def secret(self) -> bytes:
@@ -194,14 +302,17 @@ class DeviceState:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """An ``IMMEDIATE`` transaction: committed on success, rolled back on any exception."""
+        """An ``IMMEDIATE`` transaction: committed on success, rolled back on any exception (SQLite may
+        have rolled back already, e.g. after ``SQLITE_FULL``; the original error is raised either way)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     def make_durable(self) -> None:
         """Fsync every committed transaction (a no-op cost when ``durability="full"`` or in memory).
@@ -302,7 +413,8 @@ class DeviceState:
         new_total = (Fraction(0) if total is None else Fraction(total[0])) + row.epsilon
         db.execute("INSERT OR REPLACE INTO meta VALUES ('total_spent', ?)", (str(new_total),))
         db.execute(
-            "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO reports (report_id, campaign_id, recurring, trust_model, epsilon, envelope, created, "
+            "answer_tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 row.report_id,
                 row.campaign_id,
@@ -311,6 +423,7 @@ class DeviceState:
                 str(row.epsilon),
                 row.envelope,
                 time.time(),
+                row.answer_tag,
             ),
         )
 
@@ -337,8 +450,8 @@ class DeviceState:
     def enqueue(db: sqlite3.Connection, report_id: str, campaign_id: str, envelope: str) -> bool:
         """Inside a transaction: queue an envelope unless it is queued already; True if it was added."""
         cur = db.execute(
-            "INSERT OR IGNORE INTO outbox (report_id, campaign_id, envelope) VALUES (?, ?, ?)",
-            (report_id, campaign_id, envelope),
+            "INSERT OR IGNORE INTO outbox (report_id, campaign_id, envelope, queued_at) VALUES (?, ?, ?, ?)",
+            (report_id, campaign_id, envelope, time.time()),
         )
         return cur.rowcount == 1
 
@@ -368,10 +481,13 @@ class DeviceState:
         rejected: list[tuple[str, str, str, str]],
         failed: list[str],
         error: str | None,
+        error_code: str | None = None,
+        now: float | None = None,
     ) -> None:
         """One transaction: drop delivered ids, move rejected ``(id, campaign, code, reason)`` out of the
-        outbox into the rejections, and count an attempt (with ``error``) on ``failed`` ids."""
-        now = time.time()
+        outbox into the rejections, and count an attempt (with ``error`` and its ``error_code``) on
+        ``failed`` ids, which stay queued."""
+        now = time.time() if now is None else now
         with self.transaction() as db:
             db.executemany("DELETE FROM outbox WHERE report_id = ?", [(r,) for r in delivered])
             for report_id, campaign_id, code, reason in rejected:
@@ -381,9 +497,55 @@ class DeviceState:
                     (report_id, campaign_id, code, reason, now),
                 )
             db.executemany(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE report_id = ?",
-                [(error, r) for r in failed],
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, last_error_code = ?, "
+                "last_attempt = ? WHERE report_id = ?",
+                [(error, error_code, now, r) for r in failed],
             )
+
+    def pending_reports(self, max_age: float) -> list[PendingReport]:
+        """Every queued report, oldest first, with why it waits and when it expires."""
+        rows = self._db.execute(
+            "SELECT report_id, campaign_id, queued_at, attempts, last_attempt, last_error, last_error_code "
+            "FROM outbox ORDER BY seq"
+        ).fetchall()
+        return [PendingReport(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[2] + max_age) for r in rows]
+
+    def expire(self, queued_before: float, now: float) -> int:
+        """Move every report queued before ``queued_before`` out of the outbox into ``expired``; how many."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT OR REPLACE INTO expired "
+                "SELECT report_id, campaign_id, queued_at, ?, attempts, last_error FROM outbox "
+                "WHERE queued_at < ?",
+                (now, queued_before),
+            )
+            count = cur.rowcount
+            if count:
+                db.execute("DELETE FROM outbox WHERE queued_at < ?", (queued_before,))
+        return max(count, 0)
+
+    def expired(self) -> list[ExpiredReport]:
+        """Every report that expired in the outbox, oldest first."""
+        rows = self._db.execute(
+            "SELECT report_id, campaign_id, queued_at, expired_at, attempts, last_error FROM expired "
+            "ORDER BY expired_at, rowid"
+        ).fetchall()
+        return [ExpiredReport(*r) for r in rows]
+
+    def expired_counts(self) -> dict[str, int]:
+        """How many reports expired per campaign."""
+        rows = self._db.execute("SELECT campaign_id, COUNT(*) FROM expired GROUP BY campaign_id").fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def not_before(self) -> float:
+        """The time before which no report may be posted (a 429's Retry-After), or 0."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'not_before'").fetchone()
+        return 0.0 if row is None else float(row[0])
+
+    def set_not_before(self, when: float) -> None:
+        """Record a 429's Retry-After for every process sharing this state dir."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('not_before', ?)", (repr(float(when)),))
 
     def rejections(self) -> list[Rejection]:
         """Every report the aggregator refused, oldest first."""
@@ -406,19 +568,18 @@ def _load_or_create_secret(path: Path) -> bytes:
     Written to a private temporary file first and hard-linked into place, so a crash never leaves a
     truncated secret and two processes starting together agree on one secret (the loser reads the winner's).
     """
-    if path.exists():
+    if path.exists() or path.is_symlink():
         return _read_secret(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     try:
-        os.write(fd, secrets.token_bytes(_SECRET_BYTES))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
+        try:
+            os.write(fd, secrets.token_bytes(_SECRET_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
     finally:
         tmp.unlink()
     dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -430,12 +591,85 @@ def _load_or_create_secret(path: Path) -> bytes:
 
 
 def _read_secret(path: Path) -> bytes:
-    data = path.read_bytes()
+    restore = (
+        "restore it from a backup of the state dir; deleting the state dir instead gives the device a new "
+        "identity and new pseudonyms, so campaigns it answered would count it twice"
+    )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DeviceSecretDamaged(
+            f"the device secret {path} cannot be read ({exc.strerror or exc}); {restore}"
+        ) from exc
     if len(data) != _SECRET_BYTES:
-        raise OSError(
-            f"device secret {path} holds {len(data)} bytes, expected {_SECRET_BYTES}; it is damaged - "
-            "restore it from a backup (deleting it gives the device a new identity and new pseudonyms)"
+        raise DeviceSecretDamaged(
+            f"the device secret {path} holds {len(data)} bytes, expected {_SECRET_BYTES}: it is damaged; {restore}"
         )
     if os.stat(path).st_mode & 0o077:
         os.chmod(path, 0o600)
     return data
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+@contextlib.contextmanager
+def state_errors(path: Path | None) -> Iterator[None]:
+    """Turn the storage errors of the state (``sqlite3.Error``, ``OSError``) into :class:`DeviceStateError`
+    subclasses whose message says what happened and what to do. A transaction that failed was rolled
+    back, so the state is as it was before the call: nothing queued is lost."""
+    where = "the in-memory device state" if path is None else f"the device state dir {path}"
+    try:
+        yield
+    except DeviceStateError:
+        raise
+    except (sqlite3.ProgrammingError, sqlite3.IntegrityError, sqlite3.InterfaceError):
+        raise  # a bug of the SDK, not a state of the disk
+    except sqlite3.Error as exc:
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        text = str(exc)
+        if code == sqlite3.SQLITE_FULL or "disk is full" in text:
+            raise StateDiskFull(
+                f"{where} is on a full disk ({text}); nothing was changed by this call and nothing queued "
+                "was lost. Free some space and try again"
+            ) from exc
+        if code == sqlite3.SQLITE_READONLY or "readonly" in text or "read-only" in text:
+            raise StateReadOnly(
+                f"{where} cannot be written ({text}); give this user write access to it, or choose another "
+                "state dir (state_dir=..., CLI: --state-dir DIR)"
+            ) from exc
+        if _is_busy(exc):
+            raise StateBusy(
+                f"{where} is held by another process for longer than {STATE_BUSY_TIMEOUT:g} s ({text}); "
+                "try again when it has finished"
+            ) from exc
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or "not a database" in text or "malformed" in text:
+            raise StateCorrupt(
+                f"the state database of {where} is damaged ({text}); restore the state dir from a backup"
+            ) from exc
+        if code == sqlite3.SQLITE_CANTOPEN or "unable to open" in text:
+            raise StateReadOnly(
+                f"{where} cannot be opened ({text}); check that it exists and is writable, or choose "
+                "another state dir (state_dir=..., CLI: --state-dir DIR)"
+            ) from exc
+        raise DeviceStateError(f"{where} failed: {text}") from exc
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StateDiskFull(
+                f"{where} is on a full disk ({reason}); nothing was changed by this call and nothing queued "
+                "was lost. Free some space and try again"
+            ) from exc
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise StateReadOnly(
+                f"{where} cannot be written ({reason}: {exc.filename or path}); give this user write access "
+                "to it, or choose another state dir (state_dir=..., CLI: --state-dir DIR)"
+            ) from exc
+        raise DeviceStateError(
+            f"{where} cannot be used ({reason}: {exc.filename or path}); check the path, or choose another "
+            "state dir (state_dir=..., CLI: --state-dir DIR)"
+        ) from exc

@@ -1,9 +1,14 @@
 """How the device talks to the aggregator: JSON over HTTP(S), with the standard library only.
 
-A :class:`Transport` sends one request and returns the status and the decoded JSON body; it raises
-:class:`~deniable.shared.errors.TransportError` only when no HTTP answer came back (refused connection,
-timeout, reset, a body that is not JSON). Deciding what a status *means* (retry a 5xx, surface a 4xx) is the
-caller's job, so tests can swap in an in-process transport with the same contract (as httpx does).
+A :class:`Transport` sends one request and returns the status, the headers and the decoded JSON body; it
+raises :class:`~deniable.shared.errors.TransportError` only when no HTTP answer came back (refused
+connection, timeout, reset). A body that is not JSON comes back as ``body=None`` with ``content_error``
+saying why. Deciding what an answer *means* (settle, retry, keep queued) is the caller's job, so tests can
+swap in an in-process transport with the same contract (as httpx does).
+
+Redirects: a GET follows them (an http → https move of the config is harmless: the config is pinned); any
+other method never does. urllib would re-send a redirected POST as a GET (301-303), so a 3xx to a POST comes
+back as the :class:`Response` it is, and the reports stay queued.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import socket
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from deniable.shared.errors import InvalidParameter, TransportError
@@ -26,10 +32,18 @@ _USER_AGENT = "deniable-client/0.1"
 
 @dataclass(frozen=True)
 class Response:
-    """One HTTP answer: ``status`` and the decoded JSON ``body`` (``None`` when the body was empty)."""
+    """One HTTP answer: ``status``, the decoded JSON ``body`` (``None`` when the body was empty or not
+    JSON), ``headers`` (names lower-cased) and ``content_error`` (why the body is not JSON, else None)."""
 
     status: int
     body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+    content_error: str | None = None
+
+    def header(self, name: str) -> str | None:
+        """The value of header ``name`` (case-insensitive), or None."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers.items() if k.lower() == wanted), None)
 
 
 class Transport(Protocol):
@@ -72,7 +86,24 @@ class _NoDelayHTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(_NoDelayHTTPSConnection, req)
 
 
-_OPENER = urllib.request.build_opener(_NoDelayHTTPHandler, _NoDelayHTTPSHandler)
+class _GetOnlyRedirectHandler(urllib.request.HTTPRedirectHandler):
+    """Follows redirects for GET only; any other request gets its 3xx back as an answer."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if req.get_method() != "GET":
+            return None  # urllib then raises HTTPError(code), which request() returns as the Response
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_NoDelayHTTPHandler, _NoDelayHTTPSHandler, _GetOnlyRedirectHandler)
 
 
 class HTTPTransport:
@@ -99,30 +130,26 @@ class HTTPTransport:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with _OPENER.open(req, timeout=self.timeout) as resp:
-                return Response(resp.status, _decode(resp.read(), resp.status, url))
-        except urllib.error.HTTPError as exc:
-            with exc:
-                raw = exc.read()
             try:
-                parsed = _decode(raw, exc.code, url)
-            except TransportError:
-                parsed = None
-            return Response(exc.code, parsed)
+                with _OPENER.open(req, timeout=self.timeout) as resp:
+                    return _answer(resp.status, resp.headers, resp.read())
+            except urllib.error.HTTPError as exc:
+                with exc:
+                    return _answer(exc.code, exc.headers, exc.read())
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise TransportError(
-                f"could not reach the aggregator at {self.base_url} ({method} {path}): {reason}; "
-                "the report stays in the outbox, call flush() again later"
+                f"could not reach the aggregator at {self.base_url} ({method} {path}): {reason}"
             ) from exc
 
 
-def _decode(raw: bytes, status: int, url: str) -> Any:
+def _answer(status: int, headers: Any, raw: bytes) -> Response:
+    """A :class:`Response` from the status, headers and raw body; a non-JSON body sets ``content_error``."""
+    header_map = {k.lower(): v for k, v in (headers.items() if headers is not None else ())}
     if not raw:
-        return None
+        return Response(status, None, header_map)
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TransportError(
-            f"the aggregator at {url} answered {status} with a body that is not JSON"
-        ) from exc
+        return Response(status, json.loads(raw), header_map)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        kind = header_map.get("content-type", "no content type")
+        return Response(status, None, header_map, f"a body of {len(raw)} bytes that is not JSON ({kind})")

@@ -9,7 +9,23 @@
     ├── BudgetExceeded                  an ε budget (device ledger or central accountant) would be exceeded
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
-    └── TransportError                  the aggregator could not be reached or answered 5xx
+    ├── TransportError                  the aggregator could not be reached, or did not settle a delivery
+    │   └── DeliveryError               it answered, but not with a verdict on the reports (they stay queued)
+    │       ├── RedirectRefused         3xx: a POST is never re-sent elsewhere
+    │       ├── AccessDenied            401/403: a proxy or an aggregator that wants credentials
+    │       ├── CampaignNotFound        404 of any kind (an HTML page, or an aggregator without the campaign)
+    │       ├── BatchTooLarge           413 even for one report
+    │       ├── RateLimited             429, with the Retry-After the client honours (``retry_after``)
+    │       ├── AggregatorUnavailable   5xx
+    │       ├── BatchRefused            any other 4xx for the whole batch (400, 409 campaign_closed, 415, 422)
+    │       └── MalformedReply          not JSON, no ``results``, or results not for exactly the ids sent
+    ├── AnswerChanged                   a second, different answer to a one-shot campaign (re-answer explicitly)
+    └── DeviceStateError                the device's state dir cannot be used (the message says what to do)
+        ├── StateBusy                   another process holds the state database longer than the busy timeout
+        ├── StateReadOnly               the state dir or its files cannot be written
+        ├── StateDiskFull               no space left for the state database (nothing queued was lost)
+        ├── DeviceSecretDamaged         the device secret file is unreadable or has the wrong size
+        └── StateCorrupt                the state database is not a readable SQLite database
 
 The aggregator maps each class to one HTTP status in one place; messages say what is wrong, where, and
 what to do, e.g. ``epsilon must be a finite number in (0, 20], got 0``.
@@ -18,12 +34,28 @@ what to do, e.g. ``epsilon must be a finite number in (0, 20], got 0``.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
+    "AggregatorUnavailable",
+    "AnswerChanged",
+    "BatchRefused",
+    "BatchTooLarge",
     "BudgetExceeded",
     "CampaignClosed",
+    "CampaignNotFound",
+    "DeliveryError",
     "DeniableError",
+    "DeviceSecretDamaged",
+    "DeviceStateError",
     "InvalidConfig",
     "InvalidParameter",
     "InvalidReport",
+    "MalformedReply",
+    "RateLimited",
+    "RedirectRefused",
+    "StateBusy",
+    "StateCorrupt",
+    "StateDiskFull",
+    "StateReadOnly",
     "TransportError",
     "UnknownCampaign",
 ]
@@ -84,3 +116,127 @@ class TransportError(DeniableError):
     """The aggregator could not be reached, or answered with a server error (retryable)."""
 
     code = "transport_error"
+
+
+class DeliveryError(TransportError):
+    """The aggregator answered a batch of reports, but not with a verdict on each of them.
+
+    The reports stay in the outbox (a report leaves it only on a well-formed per-report verdict);
+    ``status`` is the HTTP status (None when the body, not the status, was the problem).
+    """
+
+    code = "delivery_error"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RedirectRefused(DeliveryError):
+    """A 3xx: the client never follows a redirect with a POST (urllib would re-send it as a GET)."""
+
+    code = "redirect_refused"
+
+
+class AccessDenied(DeliveryError):
+    """A 401 or 403: devices are anonymous, so a proxy or a misconfigured aggregator stands in the way."""
+
+    code = "access_denied"
+
+
+class CampaignNotFound(DeliveryError):
+    """A 404 of any kind to a POST of reports: a wrong URL, a proxy page, or an aggregator that lost the
+    campaign (e.g. restarted on an empty data dir); the reports wait for the right aggregator."""
+
+    code = "campaign_not_found"
+
+
+class BatchTooLarge(DeliveryError):
+    """A 413 even for a batch of one report (larger batches are split and retried first)."""
+
+    code = "batch_too_large"
+
+
+class RateLimited(DeliveryError):
+    """A 429: ``retry_after`` is the number of seconds the aggregator asked the client to wait."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, status: int | None = 429, retry_after: float = 0.0) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class AggregatorUnavailable(DeliveryError):
+    """A 5xx (e.g. 503 ``campaign_key_unavailable``): the server's fault, retried later."""
+
+    code = "aggregator_unavailable"
+
+
+class BatchRefused(DeliveryError):
+    """Any other 4xx for the whole batch (400, 409 ``campaign_closed``, 415, 422): an answer about the
+    request or the campaign, not a verdict on each report; ``error_code`` is the aggregator's code."""
+
+    code = "batch_refused"
+
+    def __init__(self, message: str, *, status: int | None = None, error_code: str = "") -> None:
+        super().__init__(message, status=status)
+        self.error_code = error_code
+
+
+class MalformedReply(DeliveryError):
+    """A reply that is not the batch reply of ``docs/wire-format.md``: not JSON, no ``results``, or
+    results that are not one verdict for exactly each report id sent."""
+
+    code = "malformed_reply"
+
+
+class AnswerChanged(DeniableError):
+    """A one-shot campaign was answered before with another value or other groups.
+
+    The earlier answer stands (the aggregator counts one answer per device, and a new answer would spend
+    ε again); ``answered_at`` is its time (seconds since the epoch). ``Client.submit(..., reanswer=True)``
+    replaces it while it is still undelivered.
+    """
+
+    code = "answer_changed"
+
+    def __init__(self, message: str, *, answered_at: float) -> None:
+        super().__init__(message)
+        self.answered_at = answered_at
+
+
+class DeviceStateError(DeniableError):
+    """The device's state dir (ε ledger, secret, outbox) cannot be used; the message says what to do."""
+
+    code = "device_state_error"
+
+
+class StateBusy(DeviceStateError):
+    """Another process held the state database for longer than the busy timeout."""
+
+    code = "state_busy"
+
+
+class StateReadOnly(DeviceStateError):
+    """The state dir, its database or its secret cannot be written (permissions or a read-only mount)."""
+
+    code = "state_read_only"
+
+
+class StateDiskFull(DeviceStateError):
+    """The disk of the state dir is full; the operation was rolled back and nothing queued was lost."""
+
+    code = "state_disk_full"
+
+
+class DeviceSecretDamaged(DeviceStateError):
+    """The device secret file cannot be read or does not hold exactly 32 bytes."""
+
+    code = "device_secret_damaged"
+
+
+class StateCorrupt(DeviceStateError):
+    """The state database is not a readable SQLite database."""
+
+    code = "state_corrupt"

@@ -99,7 +99,7 @@ def test_no_sequence_of_answers_exceeds_a_budget(
             values = {v for (c, _), v in answered.items() if c == campaign.campaign_id}
             assert campaign.reports == len(values)
     one_shot = sum(c.reports for c in ledger.campaigns if not c.recurring)
-    assert client.pending() == one_shot + len(answered)  # each report queued once
+    assert len(client.pending()) == one_shot + len(answered)  # each report queued once
     client.close()
 
 

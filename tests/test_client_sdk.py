@@ -32,6 +32,7 @@ from deniable.client import (
     UnknownCampaign,
 )
 from deniable.client.state import DB_FILE, SECRET_FILE
+from deniable.shared.errors import BatchRefused, DeviceSecretDamaged
 
 ADMIN = {"Authorization": "Bearer admin-token-for-tests"}
 ANALYST = {"Authorization": "Bearer analyst-token-for-tests"}
@@ -107,7 +108,8 @@ def make_client(server: Server, tmp_path: Path) -> Iterator[Callable[..., Client
 def test_public_names_are_pinned() -> None:
     assert sorted(deniable.client.__all__) == sorted(
         [
-            "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeniableError", "FleetResult",
+            "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError", "DeniableError",
+            "DeviceStateError", "ExpiredReport", "FleetResult", "PendingReport",
             "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
             "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
             "default_state_dir", "simulate_fleet",
@@ -155,7 +157,7 @@ def test_submit_then_flush_delivers_one_report(server: Server, make_client: Call
     client = make_client()
     receipt = client.submit("smoking", "yes")
     assert (receipt.epsilon_spent, receipt.memoized, receipt.queued) == (1.0, False, True)
-    assert client.pending() == 1
+    assert len(client.pending()) == 1
     result = client.deliver()
     assert (result.delivered, result.accepted, result.duplicate, result.pending) == (1, 1, 0, 0)
     assert server.n_reports("smoking") == 1
@@ -209,7 +211,7 @@ def test_lifetime_budget_is_never_exceeded(server: Server, make_client: Callable
     assert (err.spent, err.remaining, err.requested) == (2.0, 0.5, 1.0)
     assert "spent ε=2 of its lifetime budget ε=2.5 (ε=0.5 left)" in str(err)
     assert "asks for ε=1" in str(err)
-    assert client.pending() == 2 and client.ledger().spent == 2.0
+    assert len(client.pending()) == 2 and client.ledger().spent == 2.0
 
 
 def test_ledger_sums_exact_epsilons(server: Server, make_client: Callable[..., Client]) -> None:
@@ -239,7 +241,7 @@ def test_unknown_value_is_refused_before_anything_is_spent(
     client = make_client()
     with pytest.raises(InvalidParameter, match="value 'blue' is not a category of campaign 'labels'"):
         client.submit("labels", "blue")
-    assert client.pending() == 0 and client.ledger().spent == 0.0
+    assert len(client.pending()) == 0 and client.ledger().spent == 0.0
 
 
 def test_groups_are_checked_before_anything_is_spent(server: Server, make_client: Callable[..., Client]) -> None:
@@ -247,7 +249,7 @@ def test_groups_are_checked_before_anything_is_spent(server: Server, make_client
     client = make_client()
     with pytest.raises(InvalidParameter, match="missing 'country'"):
         client.submit("grouped", "x")
-    assert client.pending() == 0 and client.ledger().spent == 0.0
+    assert len(client.pending()) == 0 and client.ledger().spent == 0.0
     client.submit("grouped", "x", {"country": "NL"})
     assert client.flush() == 1
 
@@ -296,7 +298,7 @@ def test_a_changed_config_is_refused_after_pinning(
     with pytest.raises(InvalidConfig, match="changed since this device pinned it") as info:
         tampered.submit("pinned", "yes")
     assert what in str(info.value)
-    assert tampered.ledger().spent == 1.0 and tampered.pending() == 1
+    assert tampered.ledger().spent == 1.0 and len(tampered.pending()) == 1
 
 
 def test_closing_a_campaign_is_not_a_change(server: Server, make_client: Callable[..., Client]) -> None:
@@ -416,7 +418,7 @@ def test_outage_keeps_reports_queued_until_the_aggregator_is_back(
         bound = min(1.5, 0.5 * 2**attempt)
         assert bound / 2 <= delay <= bound
     down.failures = 0
-    assert client.flush() == 1 and client.pending() == 0
+    assert client.flush() == 1 and len(client.pending()) == 0
     assert server.n_reports("outage") == 1
 
 
@@ -436,7 +438,7 @@ def test_offline_submit_uses_the_config_validated_earlier(
     client.submit("offline", "a", recurring=True, round="r1")
     switch["down"] = True
     client.submit("offline", "b", recurring=True, round="r2")  # answered offline under the validated config
-    assert client.pending() == 2
+    assert len(client.pending()) == 2
     with pytest.raises(TransportError):
         make_client(state_dir=None, transport=Switch()).submit("offline", "a")  # never validated: refused
     switch["down"] = False
@@ -452,18 +454,22 @@ def test_5xx_is_retried_with_backoff(server: Server, make_client: Callable[..., 
     assert (result.delivered, flaky.posts, result.error) == (1, 3, None)
 
 
-def test_4xx_is_surfaced_and_not_retried(server: Server, make_client: Callable[..., Client]) -> None:
+def test_a_batch_level_4xx_is_surfaced_keeps_the_report_and_is_not_retried_in_place(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    """A 409 campaign_closed answers for the campaign, not with a verdict on the report: it stays queued."""
     server.campaign("shut", ["x", "y"])
     counting = Flaky(server.transport, failures=0)
     client = make_client(transport=counting)
     receipt = client.submit("shut", "x")
     server.close("shut")
     result = client.deliver()
-    assert (result.delivered, result.rejected, result.pending) == (0, 1, 0)
-    [rejection] = client.rejections()
-    assert (rejection.report_id, rejection.code) == (receipt.report_id, "campaign_closed")
-    assert "closed" in rejection.reason
-    assert client.flush() == 0 and counting.posts == 1  # not retried
+    assert (result.delivered, result.rejected, result.pending) == (0, 0, 1)
+    assert isinstance(result.failure, BatchRefused) and result.failure.error_code == "campaign_closed"
+    assert client.rejections() == [] and counting.posts == 1  # not retried within the flush
+    [waiting] = client.pending()
+    assert (waiting.report_id, waiting.last_error_code) == (receipt.report_id, "batch_refused")
+    assert "closed" in waiting.why
 
 
 def test_a_rejected_report_is_recorded_with_its_reason(
@@ -516,7 +522,7 @@ def test_crash_mid_flush_loses_nothing_and_counts_once(
         crashing.flush()  # batch 1 (crash) delivered and answered; batch 2 (crash-b) stored, then crash
     crashing.close()
     survivor = make_client(state_dir=tmp_path / "multi")
-    assert survivor.pending() == 2
+    assert len(survivor.pending()) == 2
     result = survivor.deliver()
     assert (result.delivered, result.accepted, result.duplicate, result.pending) == (2, 1, 1, 0)
     assert [server.n_reports(c) for c in ("crash", "crash-b", "crash-c")] == [1, 1, 1]
@@ -573,7 +579,7 @@ def test_a_damaged_secret_is_reported(tmp_path: Path) -> None:
     state_dir = tmp_path / "damaged"
     state_dir.mkdir()
     (state_dir / SECRET_FILE).write_bytes(b"short")
-    with pytest.raises(OSError, match="holds 5 bytes, expected 32"):
+    with pytest.raises(DeviceSecretDamaged, match="holds 5 bytes, expected 32: it is damaged; restore it"):
         Client("http://127.0.0.1:9", state_dir)
 
 
@@ -630,7 +636,7 @@ def test_flushing_while_submitting_delivers_each_report_once(
     stop.set()
     background.join()
     delivered.append(client.flush())
-    assert client.pending() == 0 and sum(delivered) == 16
+    assert len(client.pending()) == 0 and sum(delivered) == 16
     assert [server.n_reports(f"busy-{i}") for i in range(16)] == [1] * 16
 
 

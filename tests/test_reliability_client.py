@@ -100,7 +100,7 @@ def test_a_client_killed_mid_flush_delivers_every_report_exactly_once(
     state_dir = tmp_path / "device"
     with Client(server.url, state_dir) as device:
         receipts = {campaign_id: device.submit(campaign_id, "yes").report_id for campaign_id in ids}
-        assert device.pending() == CAMPAIGNS
+        assert len(device.pending()) == CAMPAIGNS
 
     schedule = random.Random(SEED)
     for _ in range(KILLED_RUNS):
@@ -112,7 +112,7 @@ def test_a_client_killed_mid_flush_delivers_every_report_exactly_once(
     assert duplicate >= 1, "no resend of an already stored report happened: the kill missed the window"
 
     with Client(server.url, state_dir) as device:
-        assert device.pending() == 0
+        assert len(device.pending()) == 0
         assert device.rejections() == []
         assert device.flush() == 0  # nothing left to send
     store = Store(server.data_dir / DATABASE_NAME)

@@ -220,7 +220,7 @@ def test_client_round_errors(aggregator: RunningServer, tmp_path: Path) -> None:
             client.submit("client-round-errors", "red", recurring=True, round="week 1")
         with pytest.raises(InvalidParameter, match="is not recurring: it counts one answer per device"):
             client.submit("client-no-rounds", "red", round="w1")
-        assert client.ledger().spent == 0 and client.pending() == 0
+        assert client.ledger().spent == 0 and len(client.pending()) == 0
     with pytest.raises(InvalidParameter, match="is recurring and collects in rounds"):
         simulate_fleet(aggregator.url, "client-round-errors", ["red"])
     with pytest.raises(InvalidParameter, match="is not recurring"):
