@@ -26,7 +26,7 @@ from deniable.shared.fields import plural
 
 from .device import Client
 from .ledger import build_ledger, fmt_epsilon
-from .state import DB_FILE, DeviceState, default_state_dir
+from .state import DB_FILE, DeviceState, default_state_dir, state_errors
 
 __all__ = ["register"]
 
@@ -158,11 +158,16 @@ def _ledger(args: argparse.Namespace) -> int:
         print(f"deniable ledger: {exc}", file=sys.stderr)
         return 1
     if (state_dir / DB_FILE).exists():
-        state = DeviceState(state_dir)  # read only: no network, nothing spent
         try:
-            spends, pending = state.spent(), state.pending()
-        finally:
-            state.close()
+            with state_errors(state_dir):
+                state = DeviceState(state_dir)  # read only: no network, nothing spent
+                try:
+                    spends, pending = state.spent(), state.pending()
+                finally:
+                    state.close()
+        except DeniableError as exc:
+            print(f"deniable ledger: {exc}", file=sys.stderr)
+            return 1
     else:
         spends, pending = [], 0  # no device state yet: nothing was ever spent (and nothing is created)
     ledger = build_ledger(spends, lifetime, cap)
