@@ -57,7 +57,7 @@ def _open_in_child(state_dir: str, barrier: Any, results: Any) -> None:
         client.close()
         secret = hashlib.sha256((Path(state_dir) / SECRET_FILE).read_bytes()).hexdigest()
         results.put(("ok", spent, secret))
-    except BaseException as exc:  # noqa: BLE001 (report anything to the parent)
+    except BaseException as exc:
         results.put(("error", type(exc).__name__, str(exc)))
 
 
@@ -160,7 +160,7 @@ def test_a_read_only_state_dir_is_a_clear_error_and_loses_nothing(
         receipt = client.submit(cid, "a")
         client.close()
         with _read_only(state_dir):
-            with pytest.raises(StateReadOnly, match="cannot be written.*give this user write access") as info:
+            with pytest.raises(StateReadOnly, match=r"cannot be written.*give this user write access") as info:
                 Client(aggregator.url, state_dir, retry=NO_SLEEP)
             assert str(state_dir) in str(info.value) and "--state-dir" in str(info.value)
         client = Client(aggregator.url, state_dir, retry=NO_SLEEP)
