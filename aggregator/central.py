@@ -70,6 +70,7 @@ from typing import Any
 
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
 from deniable.shared.gaussian import L1_SENSITIVITY
+from deniable.shared.limits import MECHANISM_EPSILON, check_range
 from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
 from deniable.shared.sampling import RandBelow, discrete_laplace
 
@@ -103,10 +104,8 @@ _LATTICE = Fraction(1, 2**LATTICE_BITS)
 
 
 def _check_epsilon(epsilon: float, name: str = "epsilon") -> None:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not math.isfinite(epsilon):
-        raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
-    if epsilon <= 0:
-        raise InvalidParameter(f"{name!r} must be a finite number > 0, got {epsilon!r}")
+    """The noise samplers take the library range of ε (``deniable.shared.limits.MECHANISM_EPSILON``)."""
+    check_range(name, epsilon, MECHANISM_EPSILON, InvalidParameter)
 
 
 #: Exact decimal arithmetic: any sum of decimals written as floats (exponents −324..308) fits in 2,000

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
+from deniable.shared.limits import MECHANISM_EPSILON, check_range
 from deniable.shared.mechanisms import Mechanism, Tally, choose_mechanism
 
 from .central import noise_variance
@@ -202,8 +203,7 @@ def _check(n: int, p: float, epsilon: float, k: int, trials: int) -> None:
         raise InvalidParameter(f"'n' must be a positive integer, got {n}")
     if not 0 < p < 1:
         raise InvalidParameter(f"'p' must be a proportion in (0, 1), got {p}")
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise InvalidParameter(f"'epsilon' must be a finite number > 0, got {epsilon}")
+    check_range("epsilon", epsilon, MECHANISM_EPSILON, InvalidParameter)
     if trials < 10:
         raise InvalidParameter(f"'trials' must be at least 10 to measure a standard deviation, got {trials}")
     if k < 2:

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.cli import needs
-from deniable.shared.errors import DeniableError
+from deniable.shared.campaign import MAX_BUDGET
+from deniable.shared.errors import DeniableError, InvalidParameter
+from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 
 __all__ = ["DemoServer", "register", "run_demo", "running_server"]
 
@@ -206,8 +208,14 @@ def run_demo(
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.n < 10 or not 0 < args.p < 1 or args.epsilon <= 0 or args.budget < args.epsilon:
-        print("deniable demo: need --n >= 10, --p in (0, 1), --epsilon > 0 and --budget >= --epsilon")
+    try:
+        check_range("--epsilon", args.epsilon, CAMPAIGN_EPSILON, InvalidParameter)
+        check_range("--budget", args.budget, (args.epsilon, MAX_BUDGET), InvalidParameter)
+    except InvalidParameter as exc:
+        print(f"deniable demo: {exc}")
+        return 2
+    if args.n < 10 or not 0 < args.p < 1:
+        print(f"deniable demo: need --n >= 10 and --p in (0, 1), got --n {args.n} and --p {args.p:g}")
         return 2
     try:
         run_demo(
@@ -238,7 +246,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--n", type=int, default=10_000, help="simulated respondents (default 10000)")
     parser.add_argument("--p", type=float, default=0.3, help="true share of 'yes' (default 0.3)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="ε of both campaigns (default 1)")
-    parser.add_argument("--budget", type=float, default=3.0, help="central ε budget (default 3)")
+    parser.add_argument("--budget", type=float, default=3.0, help="central ε budget, at least --epsilon (default 3)")
     parser.add_argument("--seed", type=int, default=None, help="numpy seed of the simulated population")
     parser.add_argument(
         "--plot",

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from deniable.shared.fields import ROUND_PATTERN
+from deniable.shared.limits import CAMPAIGN_EPSILON
 
 __all__ = ["DOCUMENT", "document"]
 
@@ -87,7 +88,7 @@ _SCHEMAS: dict[str, Any] = {
                 "uniqueItems": True,
                 "items": {"type": "string", "minLength": 1, "maxLength": 200},
             },
-            "epsilon": {"type": "number", "minimum": 0.001, "maximum": 10},
+            "epsilon": {"type": "number", "minimum": CAMPAIGN_EPSILON[0], "maximum": CAMPAIGN_EPSILON[1]},
             "mechanism": {"type": "string", "enum": ["auto", "binary-rr", "grr", "oue", "olh", "none"]},
             "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
             "trust_model": {"type": "string", "enum": ["local", "central"]},

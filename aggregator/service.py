@@ -18,7 +18,7 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import DeniableError, InvalidConfig
 
 __all__ = [
-    "CREATE_FIELDS", "MAX_GROUP_CELLS", "MIN_EPSILON", "CampaignExists", "Service", "config_of", "current_service",
+    "CREATE_FIELDS", "MAX_GROUP_CELLS", "CampaignExists", "Service", "config_of", "current_service",
 ]
 
 #: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
@@ -29,11 +29,6 @@ CREATE_FIELDS = frozenset(
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
-
-
-#: Smallest ε the aggregator creates a campaign with. Far below it e^ε rounds to 1 in floating point, the
-#: mechanism's p* and q* coincide and no estimate can be computed (p* − q* = 0 divides).
-MIN_EPSILON = 0.001
 
 
 #: Most cells (declared values × categories) a grouped estimate of one field may hold on this aggregator.
@@ -51,14 +46,6 @@ def _check_group_cells(config: CampaignConfig) -> None:
                 f"estimate would hold {cells} cells, at most {MAX_GROUP_CELLS} on this aggregator (every "
                 "declared group is estimated, empty ones too); declare fewer values or fewer categories"
             )
-
-
-def _check_min_epsilon(epsilon: object) -> None:
-    if isinstance(epsilon, int | float) and not isinstance(epsilon, bool) and 0 < epsilon < MIN_EPSILON:
-        raise InvalidConfig(
-            f"'epsilon' must be at least {MIN_EPSILON} on this aggregator (below it the estimate's "
-            f"variance is astronomically large or not computable), got {epsilon!r}"
-        )
 
 
 class CampaignExists(DeniableError):
@@ -100,7 +87,6 @@ class Service:
                 f"campaign fields are wrong: {'; '.join(parts)}; allowed: {sorted(CREATE_FIELDS)}"
             )
         private, public = self.keyring.new_keypair()
-        _check_min_epsilon(body["epsilon"])
         config = CampaignConfig.create(
             id=body["id"],
             question=body["question"],

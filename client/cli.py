@@ -23,6 +23,7 @@ from typing import Any
 
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.fields import plural
+from deniable.shared.limits import DEVICE_BUDGET_MAX
 
 from .device import Client
 from .ledger import build_ledger, fmt_epsilon
@@ -83,8 +84,8 @@ def register(subparsers: Any) -> None:
 
 
 def _budget(flag: str, value: float) -> float:
-    if not (math.isfinite(value) and 0 < value <= 1000):
-        raise InvalidParameter(f"{flag} must be a finite number in (0, 1000], got {value:g}")
+    if not (math.isfinite(value) and 0 < value <= DEVICE_BUDGET_MAX):
+        raise InvalidParameter(f"{flag} must be a finite number in (0, {DEVICE_BUDGET_MAX:g}], got {value:g}")
     return value
 
 

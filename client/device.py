@@ -31,7 +31,7 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
-from deniable.shared.limits import OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
+from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget
@@ -71,7 +71,7 @@ class Receipt:
     round: str | None = None
 
 
-def _positive(name: str, value: object, upper: float = 1000.0) -> Fraction:
+def _positive(name: str, value: object, upper: float = DEVICE_BUDGET_MAX) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidParameter(f"{name!r} must be a finite number in (0, {upper:g}], got {value!r}")
     if not 0 < value <= upper:

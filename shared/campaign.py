@@ -68,6 +68,7 @@ from deniable.shared.fields import (
     check_unicode,
     show,
 )
+from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "MAX_GROUP_VALUES",
     "MAX_GROUP_VALUE_CHARS",
     "MAX_QUESTION_CHARS",
+    "MIN_EPSILON",
     "STATUSES",
     "TRUST_MODELS",
     "CampaignConfig",
@@ -94,7 +96,8 @@ CENTRAL_MECHANISM = "none"
 TRUST_MODELS: tuple[str, ...] = ("local", "central")
 ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
 STATUSES: tuple[str, ...] = ("open", "closed")
-MAX_EPSILON = 10.0
+#: The ε range of a campaign (``deniable.shared.limits.CAMPAIGN_EPSILON``, which says why).
+MIN_EPSILON, MAX_EPSILON = CAMPAIGN_EPSILON
 MAX_BUDGET = 100.0
 MAX_QUESTION_CHARS = 2000
 
@@ -153,7 +156,7 @@ class CampaignConfig:
         check_slug("id", self.id)
         check_text("question", self.question, MAX_QUESTION_CHARS)
         set_(self, "categories", check_categories(self.categories))
-        set_(self, "epsilon", check_number("epsilon", self.epsilon, MAX_EPSILON))
+        set_(self, "epsilon", check_range("epsilon", self.epsilon, CAMPAIGN_EPSILON, InvalidConfig))
         set_(self, "group_fields", check_group_fields(self.group_fields))
         set_(self, "group_values", MappingProxyType(check_group_values(self.group_values, self.group_fields)))
         check_choice("trust_model", self.trust_model, TRUST_MODELS)
@@ -193,8 +196,8 @@ class CampaignConfig:
             )
         if self.mechanism != CENTRAL_MECHANISM:
             raise InvalidConfig(
-                f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r}, "
-                f"got {show(self.mechanism)}"
+                f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r} "
+                f"(or 'auto', or left out, when creating one), got {show(self.mechanism)}"
             )
         if self.budget is None:
             raise InvalidConfig("central campaigns need a 'budget': the total ε of all releases")
@@ -258,7 +261,9 @@ class CampaignConfig:
         ``recurring=True`` (local only) makes a campaign that collects in rounds.
         """
         cats = check_categories(categories)
-        eps = check_number("epsilon", epsilon, MAX_EPSILON)
+        eps = check_range("epsilon", epsilon, CAMPAIGN_EPSILON, InvalidConfig)
+        if trust_model != "central":
+            check_choice("mechanism", mechanism, ("auto", *LOCAL_MECHANISMS))
         if trust_model == "central" and mechanism in ("auto", None):
             mechanism = CENTRAL_MECHANISM
         elif trust_model != "central" and mechanism == "auto":

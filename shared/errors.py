@@ -28,7 +28,7 @@
         └── StateCorrupt                the state database is not a readable SQLite database
 
 The aggregator maps each class to one HTTP status in one place; messages say what is wrong, where, and
-what to do, e.g. ``epsilon must be a finite number in (0, 20], got 0``.
+what to do, e.g. ``'epsilon' must be a number in [0.001, 10], got 0`` (ranges: ``deniable.shared.limits``).
 """
 
 from __future__ import annotations

@@ -2,16 +2,55 @@
 
 A bound lives here once; the modules that enforce it import it, and their messages quote it. Helpers add
 their own sections; keep each bound next to the reason for its value.
+
+Every message about a bound is written by the helpers here, so that a range is stated the same way
+everywhere: ``'epsilon' must be a number in [0.001, 10], got 11``, closed intervals written ``[low, high]``.
+
+ε has two layers, and each says its own range:
+
+* **Campaigns** (:data:`CAMPAIGN_EPSILON`, [0.001, 10]): the ε of one report of a local campaign, or of one
+  release of a central one. This is what the aggregator creates, what a device accepts in a descriptor, what
+  the OpenAPI document, the docs and ``deniable demo`` state. Above 10 randomized response keeps the true
+  answer with probability e^10/(e^10+1) > 0.99995 (no meaningful deniability left); below 0.001 the estimate's
+  standard error exceeds 1,000·√n (a million respondents give a count ± 10⁶: no usable signal).
+* **Mechanisms and noise** (:data:`MECHANISM_EPSILON`, [1e-06, 20]): what the library objects accept for
+  simulation, audits and benchmarks (``GRR(epsilon=...)``, ``deniable compare``, ``deniable audit``). The floor
+  is numerical: below 1e-6, p* − q* ≈ ε/2 loses all precision in floating point and the variance overflows;
+  the ceiling keeps e^ε and the OLH hash range g = round(e^ε) + 1 far inside exact integer arithmetic.
+
+A bool is not a number here (JSON ``true`` would otherwise pass as 1) and neither is a string (``"1"``): the
+messages say so, since both are common mistakes of hand-written JSON.
 """
 
 from __future__ import annotations
 
+import math
+from numbers import Real
+
+from deniable.shared.errors import DeniableError
+
 __all__ = [
+    "CAMPAIGN_EPSILON",
+    "DEVICE_BUDGET_MAX",
+    "MECHANISM_EPSILON",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
     "RETRY_AFTER_MAX_WAIT",
     "STATE_BUSY_TIMEOUT",
+    "check_range",
+    "range_text",
 ]
+
+# -- ε ---------------------------------------------------------------------------------------------------
+
+#: ε of one report (local) or one release (central) of a campaign, inclusive.
+CAMPAIGN_EPSILON: tuple[float, float] = (0.001, 10.0)
+#: ε a mechanism or a noise sampler accepts as a library object, inclusive.
+MECHANISM_EPSILON: tuple[float, float] = (1e-6, 20.0)
+#: Largest device cap (per campaign) and lifetime ε budget a client accepts: far beyond any sensible budget,
+#: it only stops typos (``--lifetime-budget 1e9``) from disabling the ledger.
+DEVICE_BUDGET_MAX = 1000.0
+
 
 # -- the device's outbox ----------------------------------------------------------------------------------
 
@@ -27,3 +66,38 @@ RETRY_AFTER_MAX_WAIT = 30.0
 #: Seconds a device process waits for another one holding the state database (SQLite busy timeout),
 #: e.g. 20 processes opening a new state dir at once.
 STATE_BUSY_TIMEOUT = 30.0
+
+
+def range_text(bounds: tuple[float, float]) -> str:
+    """``[0.001, 10]``: a closed interval as every message states it."""
+    low, high = bounds
+    return f"[{low:g}, {high:g}]"
+
+
+def _got(value: object) -> str:
+    """What a message says it got, naming the type when the value is not a number at all."""
+    if isinstance(value, bool):
+        return f"{value!r} (a boolean is not a number; JSON true/false are not accepted)"
+    if isinstance(value, str):
+        shown = repr(value) if len(value) <= 40 else f"a string of {len(value)} characters"
+        return f"{shown} (a string is not a number; send the number without quotes)"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 11.0 from a command line reads as the 11 that was typed
+    if value is None or isinstance(value, int | float | Real):
+        return repr(value)
+    return f"a {type(value).__name__} (not a number)"
+
+
+def check_range(
+    name: str, value: object, bounds: tuple[float, float], error: type[DeniableError]
+) -> float:
+    """``value`` as a float if it is a finite real number in ``bounds`` (inclusive), else ``error`` with the
+    one message form: ``'epsilon' must be a number in [0.001, 10], got 11`` (a command-line flag such as
+    ``--epsilon`` is named without quotes)."""
+    low, high = bounds
+    if not isinstance(value, bool) and isinstance(value, Real):
+        number = float(value)
+        if math.isfinite(number) and low <= number <= high:
+            return number
+    shown = name if name.startswith("-") else repr(name)
+    raise error(f"{shown} must be a number in {range_text(bounds)}, got {_got(value)}")

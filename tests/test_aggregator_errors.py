@@ -30,11 +30,13 @@ def assert_error(response: object, status: int, code: str, fragment: str = "") -
 @pytest.mark.parametrize(
     ("changes", "fragment"),
     [
-        ({"epsilon": 0}, "'epsilon' must be a finite number in (0, 10], got 0"),
-        ({"epsilon": 10.5}, "'epsilon' must be a finite number in (0, 10]"),
-        ({"epsilon": "1"}, "'epsilon'"),
-        ({"epsilon": True}, "'epsilon'"),
-        ({"epsilon": 1e-300}, "'epsilon'"),
+        ({"epsilon": 0}, "'epsilon' must be a number in [0.001, 10], got 0"),
+        ({"epsilon": 10.5}, "'epsilon' must be a number in [0.001, 10], got 10.5"),
+        ({"epsilon": 0.0005}, "'epsilon' must be a number in [0.001, 10], got 0.0005"),
+        ({"epsilon": "1"}, "got '1' (a string is not a number; send the number without quotes)"),
+        ({"epsilon": True}, "got True (a boolean is not a number"),
+        ({"epsilon": 1e-300}, "'epsilon' must be a number in [0.001, 10], got 1e-300"),
+        ({"mechanism": "grr2"}, "'mechanism' must be one of 'auto', 'binary-rr', 'grr', 'oue', 'olh'"),
         ({"id": "Not A Slug"}, "'id' must be a slug"),
         ({"id": "x" * 65}, "'id' must be a slug"),
         ({"id": 5}, "'id' must be a slug"),

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 import pytest
@@ -123,13 +124,14 @@ BAD_FIELDS = [
     ({"id": 3}, "'id' must be a slug"),
     ({"question": ""}, "'question' must be a string of 1..2000"),
     ({"question": "?" * 2001}, "'question' must be a string of 1..2000"),
-    ({"epsilon": 0}, r"'epsilon' must be a finite number in \(0, 10\], got 0"),
-    ({"epsilon": -1.0}, "'epsilon' must be a finite number"),
-    ({"epsilon": 10.5}, r"in \(0, 10\], got 10.5"),
-    ({"epsilon": True}, "'epsilon' must be a finite number"),
-    ({"epsilon": "1"}, "'epsilon' must be a finite number"),
-    ({"epsilon": math.nan}, "'epsilon' must be a finite number"),
-    ({"epsilon": math.inf}, "'epsilon' must be a finite number"),
+    ({"epsilon": 0}, r"'epsilon' must be a number in \[0.001, 10\], got 0"),
+    ({"epsilon": -1.0}, r"'epsilon' must be a number in \[0.001, 10\], got -1"),
+    ({"epsilon": 10.5}, r"in \[0.001, 10\], got 10.5"),
+    ({"epsilon": 0.0009}, r"in \[0.001, 10\], got 0.0009"),
+    ({"epsilon": True}, r"got True \(a boolean is not a number"),
+    ({"epsilon": "1"}, r"got '1' \(a string is not a number"),
+    ({"epsilon": math.nan}, "'epsilon' must be a number in .*, got nan"),
+    ({"epsilon": math.inf}, "'epsilon' must be a number in .*, got inf"),
     ({"categories": ["only"]}, "'categories' must be a list of 2..4096 labels, got 1 of them"),
     ({"categories": [f"c{i}" for i in range(MAX_CATEGORIES + 1)]}, "2..4096 labels, got 4097"),
     ({"categories": "no,yes"}, "'categories' must be a JSON array|'categories' must be a list"),
@@ -527,7 +529,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(campaign.__all__) == [
         "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
         "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
-        "MAX_QUESTION_CHARS", "Payload",
+        "MAX_QUESTION_CHARS", "MIN_EPSILON", "Payload",
         "STATUSES", "TRUST_MODELS",
     ]  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
@@ -629,3 +631,20 @@ def test_any_group_values_raise_only_invalid_config(value: object) -> None:
     except InvalidConfig:
         return
     assert CampaignConfig.from_json(c.to_json()) == c
+
+
+def test_one_epsilon_range_everywhere() -> None:
+    """The campaign range is stated by one constant: descriptor, aggregator schema and messages agree."""
+    from deniable.aggregator.openapi import document
+    from deniable.shared.limits import CAMPAIGN_EPSILON, range_text
+
+    schema = document()["components"]["schemas"]
+    create = next(s for s in schema.values() if "epsilon" in s.get("properties", {}) and "minimum" in
+                  s["properties"]["epsilon"])  # fmt: skip
+    assert (create["properties"]["epsilon"]["minimum"], create["properties"]["epsilon"]["maximum"]) == CAMPAIGN_EPSILON
+    assert range_text(CAMPAIGN_EPSILON) == "[0.001, 10]"
+    for bad in (CAMPAIGN_EPSILON[0] / 2, CAMPAIGN_EPSILON[1] * 1.01):
+        with pytest.raises(InvalidConfig, match=re.escape(f"'epsilon' must be a number in {range_text(CAMPAIGN_EPSILON)}")):
+            config(epsilon=bad)
+    with pytest.raises(InvalidConfig, match="'mechanism' must be one of 'auto', 'binary-rr'"):
+        config(mechanism="rappor")

@@ -91,7 +91,7 @@ def test_noise_names_and_adjacencies_are_validated() -> None:
         central.sample_noise("gaussian", Fraction(1))
     with pytest.raises(InvalidConfig, match="'adjacency' must be one of add-remove, replace"):
         central.sensitivity("swap")
-    with pytest.raises(InvalidParameter, match="'epsilon' must be a finite number > 0, got 0"):
+    with pytest.raises(InvalidParameter, match=r"'epsilon' must be a number in \[1e-06, 20\], got 0"):
         central.noise_scale(0, 1)
     assert central.sensitivity("add-remove") == 1
     assert central.sensitivity("replace") == 2

@@ -321,7 +321,7 @@ def test_a_config_for_another_campaign_is_refused(server: Server, make_client: C
 def test_an_invalid_config_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
     server.campaign("invalid", ["yes", "no"])
     bad = make_client(transport=Tamper(server.transport, lambda c: c.update(epsilon=0)))
-    with pytest.raises(InvalidConfig, match="'epsilon' must be a finite number"):
+    with pytest.raises(InvalidConfig, match=r"'epsilon' must be a number in \[0.001, 10\], got 0"):
         bad.submit("invalid", "yes")
 
 

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 
-def _demo(*args: str) -> subprocess.Popen[str]:
+def _demo(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "deniable.aggregator.cli", "demo", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
 
 
@@ -88,13 +88,20 @@ def test_bad_arguments_are_refused_before_starting_anything() -> None:
     assert "need --n >= 10" in out
 
 
+def test_the_epsilon_range_is_the_campaigns_and_refused_before_starting_anything() -> None:
+    process = _demo("--n", "20", "--epsilon", "11", "--no-plot")
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert out.strip() == "deniable demo: --epsilon must be a number in [0.001, 10], got 11"
+
+
 def test_a_failure_midway_is_reported_and_stops_the_server() -> None:
-    """The server refuses ε = 50 (above its maximum): the demo says so, exits 1 and leaves nothing behind."""
-    process = _demo("--n", "20", "--epsilon", "50", "--budget", "60", "--no-plot")
+    """The server refuses every report batch (bodies over 1 KiB get 413): the demo says so, exits 1 and leaves
+    nothing behind."""
+    process = _demo("--n", "20", "--no-plot", env={"DENIABLE_MAX_BODY_BYTES": "1024"})
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 1, out
-    assert "deniable demo failed: POST /api/v1/campaigns answered 422" in out
-    assert "'epsilon' must be a finite number" in out
+    assert "deniable demo failed: demo-local: only 0 of 20 reports were accepted" in out
     url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", out)
     assert url is not None
     assert not _listening(int(url.group(1)))

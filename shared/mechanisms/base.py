@@ -8,16 +8,16 @@ aggregator never derive p or q twice.
 
 from __future__ import annotations
 
-import math
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Integral, Real
+from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidParameter
+from ..limits import MECHANISM_EPSILON, check_range
 from ..sampling import RandBelow
 from .estimate import Estimate, Tally
 
@@ -27,26 +27,15 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_EPSILON", "MAX_K", "MIN_EPSILON", "Mechanism", "check_epsilon", "check_k"]
 
-#: Largest ε a mechanism accepts. Beyond it randomized response is no longer meaningfully private.
-MAX_EPSILON = 20.0
-#: Smallest ε: below it (p*−q*)² ≈ ε² loses all precision and the variance overflows.
-MIN_EPSILON = 1e-6
+#: Smallest and largest ε a mechanism accepts (``deniable.shared.limits.MECHANISM_EPSILON``, which says why).
+MIN_EPSILON, MAX_EPSILON = MECHANISM_EPSILON
 #: Largest domain size (bounded by the OLH hash's prime 2^31 − 1 and by unary reports' size).
 MAX_K = 1 << 20
 
 
 def check_epsilon(epsilon: object) -> float:
-    """Validate ε: a finite real number in (0, MAX_EPSILON]."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise InvalidParameter(f"'epsilon' must be a finite number in (0, {MAX_EPSILON:g}], got {epsilon!r}")
-    value = float(epsilon)
-    if not math.isfinite(value) or not 0 < value <= MAX_EPSILON:
-        raise InvalidParameter(f"'epsilon' must be a finite number in (0, {MAX_EPSILON:g}], got {epsilon!r}")
-    if value < MIN_EPSILON:
-        raise InvalidParameter(
-            f"'epsilon' must be at least {MIN_EPSILON:g}: smaller values leave no usable signal, got {epsilon!r}"
-        )
-    return value
+    """Validate ε: a finite real number in [MIN_EPSILON, MAX_EPSILON] (1e-06 to 20)."""
+    return check_range("epsilon", epsilon, MECHANISM_EPSILON, InvalidParameter)
 
 
 def check_k(k: object, minimum: int = 2) -> int:
