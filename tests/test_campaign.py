@@ -643,8 +643,9 @@ def test_one_epsilon_range_everywhere() -> None:
                   s["properties"]["epsilon"])  # fmt: skip
     assert (create["properties"]["epsilon"]["minimum"], create["properties"]["epsilon"]["maximum"]) == CAMPAIGN_EPSILON
     assert range_text(CAMPAIGN_EPSILON) == "[0.001, 10]"
+    message = re.escape(f"'epsilon' must be a number in {range_text(CAMPAIGN_EPSILON)}")
     for bad in (CAMPAIGN_EPSILON[0] / 2, CAMPAIGN_EPSILON[1] * 1.01):
-        with pytest.raises(InvalidConfig, match=re.escape(f"'epsilon' must be a number in {range_text(CAMPAIGN_EPSILON)}")):
+        with pytest.raises(InvalidConfig, match=message):
             config(epsilon=bad)
     with pytest.raises(InvalidConfig, match="'mechanism' must be one of 'auto', 'binary-rr'"):
         config(mechanism="rappor")
