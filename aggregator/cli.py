@@ -45,6 +45,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.compare",
     "deniable.aggregator.audit",
     "deniable.aggregator.demo",
+    "deniable.aggregator.batch.cli",
 )
 
 #: The optional extras a command may need, with the line that installs each.

@@ -410,6 +410,34 @@ class Store:
         for report_id, groups_json, report_json in self.connection().execute(sql, args):
             yield report_id.hex(), json.loads(groups_json), report_json
 
+    @contextmanager
+    def read_snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every read of this thread's connection inside sees one consistent state.
+
+        In WAL mode a reader never blocks writers (nor they it): an export can run beside live ingestion
+        and still pair the reports it reads with the tallies of exactly those reports.
+        """
+        conn = self.connection()
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def iter_export_rows(self, campaign_id: str) -> Iterator[tuple[str, str, dict[str, str], str]]:
+        """Yield ``(round, received_day, groups, report_json)`` of every stored report of the campaign.
+
+        The public fields and the randomized report only: no report id, pseudonym or finer time leaves the
+        store this way. Use inside :meth:`read_snapshot` to pair the rows with :meth:`all_tallies`.
+        """
+        rows = self.connection().execute(
+            "SELECT round, received_day, groups_json, report_json FROM reports WHERE campaign_id = ?",
+            (campaign_id,),
+        )
+        for round_, day, groups_json, report_json in rows:
+            yield round_, day, json.loads(groups_json), report_json
+
     def count_reports(self, campaign_id: str) -> int:
         """The number of stored reports of the campaign (a full count, not the counter)."""
         row = self.connection().execute(

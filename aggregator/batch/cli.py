@@ -1,0 +1,161 @@
+"""The ``export`` and ``batch`` subcommands (need the ``batch`` extra: pyarrow and dask.distributed)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+_EXTRA = "pip install 'deniable[batch]'"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``export`` and ``batch`` to the ``deniable`` parser."""
+    from deniable.aggregator.commands import DEFAULT_DATA_DIR
+
+    export = subparsers.add_parser(
+        "export",
+        help="write a local campaign's randomized reports as Parquet (batch extra)",
+        description="Write the stored randomized reports of one local campaign, with their public fields, "
+        "as Parquet files beside its descriptor and the service's tallies (one consistent snapshot, safe "
+        "beside a running server). Central campaigns are refused: their stored answers are raw.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    export.add_argument("campaign", help="campaign id")
+    export.add_argument("--to", type=Path, required=True, help="new or empty directory to write")
+    export.add_argument(
+        "--data-dir", type=Path, default=Path(os.environ.get("DENIABLE_DATA_DIR", DEFAULT_DATA_DIR)),
+        help="the aggregator's data dir (env DENIABLE_DATA_DIR)",
+    )
+    export.add_argument("--rows-per-file", type=int, default=1_000_000, help="reports per Parquet file")
+    export.set_defaults(func=export_command)
+
+    batch = subparsers.add_parser(
+        "batch",
+        help="recompute and cross-tabulate an export on Dask (batch extra)",
+        description="Recompute every tally and estimate of an export on a Dask cluster, check them against "
+        "the service's tallies, and estimate per cell of --by (group fields, round, day) over the reports "
+        "kept by --where. Post-processing of ε-LDP reports: no privacy budget is spent.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    batch.add_argument("directory", type=Path, help="an export directory written by 'deniable export'")
+    batch.add_argument("--by", default="", help="comma-separated public fields to cross-tabulate")
+    batch.add_argument("--where", action="append", default=[], metavar="COND",
+                       help="keep rows with FIELD=VALUE (or != >= <= > <); repeat to combine")
+    batch.add_argument("--scheduler", default=os.environ.get("DENIABLE_DASK_SCHEDULER"),
+                       help="address of a Dask scheduler (env DENIABLE_DASK_SCHEDULER); default: a local cluster")
+    batch.add_argument("--workers", type=int, default=None, help="local cluster workers (default: one per core)")
+    batch.add_argument("--level", type=float, default=0.95, help="interval level")
+    batch.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    batch.add_argument("--url", default=None,
+                       help="also compare with the running service's estimate (token from env DENIABLE_TOKEN)")
+    batch.set_defaults(func=batch_command)
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> int:
+    if exc.name and exc.name.split(".")[0] in ("pyarrow", "dask", "distributed"):
+        print(f"this command needs the batch extra ({exc.name} is not installed): {_EXTRA}", file=sys.stderr)
+        return 2
+    raise exc
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """Export one campaign; print what was written."""
+    from deniable.aggregator.commands import _open_store
+    from deniable.shared.errors import DeniableError
+
+    try:
+        from deniable.aggregator.batch.export import export_campaign
+    except ModuleNotFoundError as exc:
+        return _missing_extra(exc)
+    store = _open_store(args.data_dir)
+    if store is None:
+        return 2
+    try:
+        summary = export_campaign(store, args.campaign, args.to, rows_per_file=args.rows_per_file)
+    except DeniableError as exc:
+        print(f"deniable export: {exc}", file=sys.stderr)
+        return 2
+    files = len(summary.files)
+    print(f"exported {summary.reports} report{'s' if summary.reports != 1 else ''} of {args.campaign!r} "
+          f"in {files} Parquet file{'s' if files != 1 else ''} to {summary.directory}")
+    return 0
+
+
+def batch_command(args: argparse.Namespace) -> int:
+    """Run the batch analysis; print the cells; 1 when a check failed."""
+    from deniable.shared.errors import DeniableError
+
+    try:
+        from deniable.aggregator.batch.run import parse_condition, run_batch
+    except ModuleNotFoundError as exc:
+        return _missing_extra(exc)
+    try:
+        result = run_batch(
+            args.directory,
+            by=[f.strip() for f in args.by.split(",") if f.strip()],
+            where=[parse_condition(w) for w in args.where],
+            scheduler=args.scheduler,
+            workers=args.workers,
+            level=args.level,
+            url=args.url,
+            token=os.environ.get("DENIABLE_TOKEN"),
+        )
+    except DeniableError as exc:
+        print(f"deniable batch: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        json.dump(result.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+        print()
+    else:
+        _print_rows(result, args.format)
+    return 0 if result.ok else 1
+
+
+def _print_rows(result: Any, fmt: str) -> None:
+    header = [*result.by, "category", "n", "count", "stderr", "ci_low", "ci_high", "proportion"]
+    rows = []
+    for cell in result.cells:
+        for cat in cell["categories"]:
+            rows.append([*("" if v is None else v for v in cell["cell"].values()), cat["category"], cell["n"],
+                         cat["count"], cat["stderr"], cat["ci"][0], cat["ci"][1], cat["proportion"]])
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+        return
+    print(f"# campaign {result.campaign_id}: {result.mechanism}, ε = {result.epsilon:g}, "
+          f"{result.n_reports} reports in {result.files} file{'s' if result.files != 1 else ''}, "
+          f"{result.workers} worker{'s' if result.workers != 1 else ''}")
+    print(f"# {_privacy_note()}")
+
+    def show(x: Any) -> str:
+        return f"{x:.2f}" if isinstance(x, float) else ("-" if x is None else str(x))
+
+    table = [header] + [[show(x) for x in row] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        print("  ".join(c.rjust(w) if i >= len(result.by) + 1 else c.ljust(w) for i, (c, w) in
+                        enumerate(zip(r, widths, strict=True))).rstrip())
+    if result.where:
+        print("# filtered: the check against the service's tallies runs on unfiltered batches only")
+    else:
+        status = "equal" if result.ok else "MISMATCH"
+        print(f"# check: {result.checked} service tall{'ies' if result.checked != 1 else 'y'} "
+              f"recounted, {status}")
+        for line in result.check_mismatches:
+            print(f"#   {line}")
+    if result.live:
+        print(f"# live service: {result.live}")
+
+
+def _privacy_note() -> str:
+    from deniable.aggregator.batch.run import PRIVACY_NOTE
+
+    return PRIVACY_NOTE

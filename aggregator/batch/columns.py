@@ -1,0 +1,66 @@
+"""Randomized reports as typed Parquet columns, and back into the vectorized form a mechanism tallies.
+
+One codec per report shape, so that a partition is tallied by numpy without parsing JSON per row:
+
+* ``binary-rr``, ``grr``: column ``report`` (int64), the reported category;
+* ``oue``: column ``report`` (fixed-size binary of ⌈k/8⌉ bytes), the k-bit mask, bit v of the mask in bit
+  v mod 8 of byte ⌊v/8⌋ (little-endian bit order, as ``numpy.unpackbits(bitorder="little")`` reads it);
+* ``olh``: columns ``seed`` (uint64, the hash seed) and ``y`` (int64, the randomized bucket).
+
+:func:`to_simulated` rebuilds exactly the arrays ``mechanism.simulate`` returns, so the mechanism's own
+vectorized ``tally`` counts them: no support rule is written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from deniable.shared.mechanisms import Mechanism, OLHReports
+
+__all__ = ["arrow_fields", "to_columns", "to_simulated"]
+
+
+def _mask_bytes(k: int) -> int:
+    return (k + 7) // 8
+
+
+def arrow_fields(mechanism: Mechanism) -> list[pa.Field]:
+    """The Parquet fields that hold one report of ``mechanism``."""
+    if mechanism.name == "olh":
+        return [pa.field("seed", pa.uint64(), nullable=False), pa.field("y", pa.int64(), nullable=False)]
+    if mechanism.name == "oue":
+        return [pa.field("report", pa.binary(_mask_bytes(mechanism.k)), nullable=False)]
+    return [pa.field("report", pa.int64(), nullable=False)]
+
+
+def to_columns(mechanism: Mechanism, reports: Sequence[Any]) -> dict[str, pa.Array]:
+    """Decoded device reports (``mechanism.decode_report`` output) → the arrays of :func:`arrow_fields`."""
+    fields = {f.name: f.type for f in arrow_fields(mechanism)}
+    if mechanism.name == "olh":
+        return {
+            "seed": pa.array([r.seed for r in reports], type=fields["seed"]),
+            "y": pa.array([r.y for r in reports], type=fields["y"]),
+        }
+    if mechanism.name == "oue":
+        width = _mask_bytes(mechanism.k)
+        return {"report": pa.array([int(r).to_bytes(width, "little") for r in reports], type=fields["report"])}
+    return {"report": pa.array([int(r) for r in reports], type=fields["report"])}
+
+
+def to_simulated(mechanism: Mechanism, table: pa.Table) -> Any:
+    """The columns of ``table`` as ``mechanism.simulate`` output, which ``mechanism.tally`` counts."""
+    if mechanism.name == "olh":
+        seeds = table.column("seed").to_numpy().astype(np.uint64, copy=False)
+        return OLHReports(seeds, table.column("y").to_numpy().astype(np.int64, copy=False))
+    if mechanism.name == "oue":
+        width = _mask_bytes(mechanism.k)
+        column = table.column("report").combine_chunks()
+        raw = np.frombuffer(column.buffers()[1], dtype=np.uint8)
+        start = column.offset * width
+        masks = raw[start : start + len(column) * width].reshape(len(column), width)
+        return np.unpackbits(masks, axis=1, bitorder="little")[:, : mechanism.k].astype(bool)
+    return table.column("report").to_numpy().astype(np.int64, copy=False)

@@ -1,0 +1,181 @@
+"""The per-partition kernel: one Arrow table of exported reports → partial tallies per cell.
+
+Plain numpy and pyarrow over one partition, with no Dask in it, so that any engine that hands a worker an
+Arrow table can run it: Dask here (:mod:`.run`), Spark through ``DataFrame.mapInArrow`` (each
+``RecordBatch`` iterator to :func:`tally_table`, then sum the partials), or a plain loop. Partial tallies
+are additive: the tally of a union of partitions is the sum of their tallies, ``Tally(n, S)`` with
+``n`` reports and ``S_v`` of them supporting category v, the sufficient statistic of every estimate.
+
+A *cell* is one combination of values of the ``by`` columns (group fields, ``round`` or ``day``); a
+*filter* keeps the rows whose public fields satisfy every condition. Neither looks at the randomized
+report, so filtering and grouping stay post-processing of ε-LDP reports.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deniable.aggregator.batch.columns import to_simulated
+from deniable.aggregator.batch.export import group_column
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.errors import InvalidParameter
+from deniable.shared.mechanisms import Mechanism, OLHReports
+
+__all__ = ["OPERATORS", "Condition", "Partial", "Plan", "merge", "tally_table"]
+
+#: Filter operators on public fields.
+OPERATORS = ("=", "!=", ">=", "<=", ">", "<")
+
+#: A cell key: one value per ``by`` column (``None`` where a device sent no value for that group field).
+Cell = tuple[str | None, ...]
+
+#: Partial tallies: cell → ``[support_0, ..., support_{k-1}, n]`` (additive).
+Partial = dict[Cell, list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """``column op value`` on a public column (a group field, ``round`` or ``day``)."""
+
+    column: str
+    op: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to compute over every partition: the descriptor, the cells and the filters."""
+
+    descriptor: Mapping[str, Any]
+    by: tuple[str, ...] = ()
+    where: tuple[Condition, ...] = ()
+    check: bool = True  # also the service's own tallies (per round: overall and per group field)
+
+    def config(self) -> CampaignConfig:
+        return CampaignConfig.from_json(dict(self.descriptor))
+
+
+def public_column(config: CampaignConfig, name: str) -> str:
+    """The Parquet column of a public field name (``round``, ``day`` or a group field)."""
+    if name in ("round", "day"):
+        return name
+    if name in config.group_fields:
+        return group_column(name)
+    known = ", ".join(["round", "day", *config.group_fields])
+    raise InvalidParameter(f"{name!r} is not a public field of campaign {config.id!r}; use one of: {known}")
+
+
+def _mask(table: pa.Table, config: CampaignConfig, where: Sequence[Condition]) -> pa.ChunkedArray | None:
+    functions = {"=": pc.equal, "!=": pc.not_equal, ">=": pc.greater_equal, "<=": pc.less_equal,
+                 ">": pc.greater, "<": pc.less}
+    mask = None
+    for cond in where:
+        column = table.column(public_column(config, cond.column))
+        value: Any = dt.date.fromisoformat(cond.value) if cond.column == "day" else cond.value
+        test = pc.fill_null(functions[cond.op](column, pa.scalar(value, column.type)), False)
+        mask = test if mask is None else pc.and_(mask, test)
+    return mask
+
+
+def _subset(simulated: Any, index: np.ndarray) -> Any:
+    if isinstance(simulated, OLHReports):
+        return OLHReports(simulated.seeds[index], simulated.y[index])
+    return simulated[index]
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[list[str | None], np.ndarray]:
+    """Dictionary codes of a string column: its distinct values (``None`` last, for nulls) and per-row codes."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    encoded = pc.dictionary_encode(array.cast(pa.string()))
+    labels: list[str | None] = [*encoded.dictionary.to_pylist(), None]
+    codes = pc.fill_null(encoded.indices, len(labels) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return labels, codes
+
+
+def _cells(mechanism: Mechanism, simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
+    """Add the tally of every cell of the ``keys`` columns (one value per row each) into ``out``."""
+    n = _length(simulated)
+    if n == 0:
+        return
+    combined = np.zeros(n, dtype=np.int64)
+    per_column = []
+    for column in keys:
+        labels, codes = _codes(column)
+        per_column.append(labels)
+        combined = combined * len(labels) + codes
+    # The combined codes are below the product of the columns' domain sizes (bounded): compact them with
+    # a bincount and group rows with a stable argsort of small integers (a radix sort): O(n), no comparison sort.
+    present = np.bincount(combined)
+    cell_codes = np.flatnonzero(present)
+    compact = np.cumsum(present > 0) - 1
+    codes = compact[combined].astype(np.uint16 if len(cell_codes) <= 1 << 16 else np.int64)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(present[cell_codes])))
+    for c, code in enumerate(cell_codes.tolist()):
+        parts: list[str | None] = []
+        for labels in reversed(per_column):
+            code, rest = divmod(code, len(labels))
+            parts.append(labels[rest])
+        tally = mechanism.tally(_subset(simulated, order[bounds[c] : bounds[c + 1]]))
+        row = out.setdefault(tuple(reversed(parts)), [0] * (mechanism.k + 1))
+        for v, s in enumerate(tally.support):
+            row[v] += s
+        row[mechanism.k] += tally.n
+
+
+def _length(simulated: Any) -> int:
+    return len(simulated.y) if isinstance(simulated, OLHReports) else len(simulated)
+
+
+def tally_table(table: pa.Table, plan: Plan) -> dict[str, Partial]:
+    """Partial tallies of one partition: ``{"cells": ...}`` for the plan's ``by``/``where``, and, when
+    ``plan.check``, ``{"check": ...}`` keyed ``(round, group_field, group_value)`` like the service's."""
+    config = plan.config()
+    mechanism = config.build_mechanism()
+    result: dict[str, Partial] = {}
+    if plan.check:
+        simulated = to_simulated(mechanism, table)
+        check: Partial = {}
+        overall: Partial = {}
+        _cells(mechanism, simulated, [table.column("round")], overall)
+        for (round_, *_), row in overall.items():
+            check[(round_, "", "")] = row
+        for f in config.group_fields:
+            column = table.column(group_column(f))
+            present = table if column.null_count == 0 else table.filter(pc.is_valid(column))
+            per: Partial = {}
+            _cells(mechanism, to_simulated(mechanism, present), [present.column("round"),
+                                                                 present.column(group_column(f))], per)
+            for (round_, value), row in per.items():
+                check[(round_, f, value)] = row
+        result["check"] = check
+    mask = _mask(table, config, plan.where)
+    selected = table if mask is None else table.filter(mask)
+    cells: Partial = {}
+    _cells(mechanism, to_simulated(mechanism, selected),
+           [selected.column(public_column(config, name)) for name in plan.by], cells)
+    result["cells"] = cells
+    return result
+
+
+def merge(parts: Sequence[dict[str, Partial]]) -> dict[str, Partial]:
+    """The sum of partial tallies (cell by cell)."""
+    total: dict[str, Partial] = {}
+    for part in parts:
+        for name, partial in part.items():
+            into = total.setdefault(name, {})
+            for cell, row in partial.items():
+                acc = into.get(cell)
+                if acc is None:
+                    into[cell] = list(row)
+                else:
+                    for i, x in enumerate(row):
+                        acc[i] += x
+    return total

@@ -1,0 +1,201 @@
+"""``deniable batch``: recompute tallies and estimates from an export on a Dask cluster, and check them.
+
+The driver maps :func:`tally_file` over the export's Parquet files (one task per file, on a
+``dask.distributed`` cluster: a :class:`~dask.distributed.LocalCluster` of processes by default, or any
+scheduler by address), sums the partial tallies (:func:`.kernel.merge`) and turns each cell's
+``Tally(n, S)`` into the mechanism's unbiased estimate with its standard error and interval.
+
+Checks: without filters, the recount of every (round, group field, group value) must equal the tally the
+service stored for the same reports (read in the export's snapshot); a mismatch is reported and makes the
+command fail. With ``url``, the service's live overall estimate is compared too, when it still covers the
+same reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from deniable.aggregator.batch.export import read_manifest
+from deniable.aggregator.batch.kernel import OPERATORS, Condition, Partial, Plan, merge, public_column, tally_table
+from deniable.shared.errors import InvalidParameter
+from deniable.shared.mechanisms import Tally
+
+__all__ = ["PRIVACY_NOTE", "BatchResult", "parse_condition", "run_batch", "tally_file"]
+
+PRIVACY_NOTE = (
+    "post-processing of ε-LDP reports: every device randomized its answer before it left the device, so "
+    "this analysis, its filters and its cross-tabulations spend no privacy budget"
+)
+
+
+@dataclass
+class BatchResult:
+    """The recomputed cells with their estimates, and the outcome of the checks."""
+
+    campaign_id: str
+    mechanism: str
+    epsilon: float
+    by: tuple[str, ...]
+    where: tuple[Condition, ...]
+    n_reports: int
+    files: int
+    workers: int
+    cells: list[dict[str, Any]]
+    check_mismatches: list[str] = field(default_factory=list)
+    checked: int = 0
+    live: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.check_mismatches
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "privacy": PRIVACY_NOTE,
+            "by": list(self.by),
+            "where": [f"{c.column}{c.op}{c.value}" for c in self.where],
+            "n_reports": self.n_reports,
+            "files": self.files,
+            "workers": self.workers,
+            "check": {"tallies_compared": self.checked, "mismatches": self.check_mismatches, "live": self.live},
+            "cells": self.cells,
+        }
+
+
+def parse_condition(text: str) -> Condition:
+    """``field=value``, ``day>=2026-11-01``, ``round!=w1``... (operators: = != >= <= > <)."""
+    for op in sorted(OPERATORS, key=len, reverse=True):
+        column, sep, value = text.partition(op)
+        if sep and column and value:
+            return Condition(column.strip(), op, value.strip())
+    raise InvalidParameter(
+        f"--where must look like FIELD=VALUE or FIELD>=VALUE (operators {' '.join(OPERATORS)}), got {text!r}"
+    )
+
+
+def tally_file(path: str, plan: Plan) -> dict[str, Partial]:
+    """Run the kernel over one Parquet file (the Dask task)."""
+    return tally_table(pq.read_table(path), plan)
+
+
+def _client(scheduler: str | None, workers: int | None) -> Any:
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler)  # type: ignore[no-untyped-call]
+    cluster = LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=None
+    )
+    return Client(cluster)  # type: ignore[no-untyped-call]
+
+
+def _estimate_rows(config: Any, cells: Partial, by: Sequence[str], level: float) -> list[dict[str, Any]]:
+    mechanism = config.build_mechanism()
+    k = config.k
+    rows = []
+    for cell in sorted(cells, key=lambda c: tuple("" if v is None else v for v in c)):
+        row = cells[cell]
+        estimate = mechanism.estimate_tally(Tally(row[k], tuple(row[:k])))
+        rows.append({"cell": dict(zip(by, cell, strict=True)), **estimate.to_dict(level, list(config.categories))})
+    return rows
+
+
+def _check(manifest: dict[str, Any], recount: Partial, k: int) -> tuple[int, list[str]]:
+    stored: Partial = {
+        (t["round"], t["group_field"], t["group_value"]): [*t["support"], t["n"]] for t in manifest["tallies"]
+    }
+    mismatches = []
+    for key in sorted(set(stored) | set(recount)):
+        a = stored.get(key, [0] * (k + 1))
+        b = recount.get(key, [0] * (k + 1))
+        if a != b:
+            where = "/".join(x or "overall" for x in key if x is not None) or "overall"
+            mismatches.append(f"{where}: service n={a[k]} support={a[:k]}, recount n={b[k]} support={b[:k]}")
+    return len(stored), mismatches
+
+
+def _live_check(url: str, token: str | None, campaign_id: str, n: int, counts: list[float]) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise InvalidParameter(f"--url must be an http:// or https:// address of the aggregator, got {url!r}")
+    request = urllib.request.Request(  # noqa: S310 (scheme checked above)
+        f"{url.rstrip('/')}/api/v1/campaigns/{campaign_id}/estimate",
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        body = json.loads(response.read())
+    if body.get("n") != n:
+        return f"not compared: the service now has {body.get('n')} reports, the export {n}"
+    served = [row["count"] for row in body["categories"]]
+    if any(abs(a - b) > 1e-9 * max(1.0, abs(a)) for a, b in zip(served, counts, strict=True)):
+        return f"MISMATCH: the service serves counts {served}, the recount gives {counts}"
+    return f"equal: the service's estimate over the same {n} reports"
+
+
+def run_batch(
+    directory: Path,
+    *,
+    by: Sequence[str] = (),
+    where: Sequence[Condition] = (),
+    scheduler: str | None = None,
+    workers: int | None = None,
+    level: float = 0.95,
+    url: str | None = None,
+    token: str | None = None,
+    client: Any = None,
+) -> BatchResult:
+    """Recompute the export's tallies on Dask; estimates per cell of ``by`` over the rows kept by ``where``.
+
+    ``client``: an existing ``dask.distributed.Client`` (else one is made and closed here).
+    """
+    manifest, config = read_manifest(directory)
+    for name in [*by, *(c.column for c in where)]:
+        public_column(config, name)
+    if len(set(by)) != len(by):
+        raise InvalidParameter(f"--by names a field twice: {', '.join(by)}")
+    plan = Plan(descriptor=config.to_json(), by=tuple(by), where=tuple(where), check=not where)
+    paths = [str(directory / name) for name in manifest["files"]]
+    own = client is None
+    if own:
+        client = _client(scheduler, workers)
+    try:
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        parts = client.gather(client.map(tally_file, paths, plan=plan, pure=False)) if paths else []
+    finally:
+        if own:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    total = merge(parts)
+    cells = total.get("cells", {})
+    result = BatchResult(
+        campaign_id=manifest["campaign_id"],
+        mechanism=manifest["mechanism"],
+        epsilon=config.epsilon,
+        by=tuple(by),
+        where=tuple(where),
+        n_reports=manifest["n_reports"],
+        files=len(paths),
+        workers=n_workers,
+        cells=_estimate_rows(config, cells, by, level),
+    )
+    if plan.check:
+        result.checked, result.check_mismatches = _check(manifest, total.get("check", {}), config.k)
+        if url and not by and not config.recurring and result.cells:
+            overall = result.cells[0]
+            counts = [row["count"] for row in overall["categories"]]
+            result.live = _live_check(url, token, config.id, overall["n"], counts)
+            if result.live.startswith("MISMATCH"):
+                result.check_mismatches.append(f"live service: {result.live}")
+    return result

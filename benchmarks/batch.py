@@ -1,0 +1,112 @@
+"""Batch analysis benchmark: ``deniable batch`` over N exported reports on a Dask LocalCluster.
+
+    .venv/bin/python benchmarks/batch.py [--reports N] [--mechanism grr|oue|olh|binary-rr] [--k K]
+
+Writes N simulated randomized reports (default 10,000,000, GRR k = 16, two group fields) in the export
+layout of ``deniable export`` (same schema, same writer, 1,000,000 rows per file), then times
+:func:`deniable.aggregator.batch.run.run_batch` (the full recount with the service check, plus a
+cross-tabulation of both group fields) with 1 worker and with 2 workers, and prints reports/s per worker
+and the ratio 2 workers / 1. The cluster is started before the clock starts (its start-up is printed
+apart). Export from a real store is exercised by the tests; this generator skips ingestion, which would
+take hours at N = 10⁷ and measure something else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deniable.aggregator.batch.columns import to_columns
+from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
+from deniable.aggregator.batch.run import run_batch
+from deniable.shared.campaign import CampaignConfig
+from deniable.shared.mechanisms import OLHReport
+
+ROWS_PER_FILE = 1_000_000
+
+
+def _write_export(directory: Path, config: CampaignConfig, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    mechanism = config.build_mechanism()
+    schema = schema_of(config)
+    (directory / "reports").mkdir(parents=True)
+    files = []
+    for start in range(0, n, ROWS_PER_FILE):
+        size = min(ROWS_PER_FILE, n - start)
+        simulated = mechanism.simulate(rng.integers(0, config.k, size=size), rng=rng)
+        if mechanism.name == "olh":
+            columns = to_columns(mechanism, [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y)])
+        elif mechanism.name == "oue":
+            packed = np.packbits(simulated, axis=1, bitorder="little")
+            columns = {"report": pa.array([bytes(row) for row in packed], pa.binary(packed.shape[1]))}
+        else:
+            columns = {"report": pa.array(np.asarray(simulated, dtype=np.int64))}
+        arrays = {
+            "round": pa.array(np.full(size, "", dtype=object), pa.string()),
+            "day": pa.array(np.full(size, 20_000, dtype=np.int32), pa.date32()),
+            group_column("country"): pa.array(rng.choice(["de", "fr", "nl", "us"], size=size), pa.string()),
+            group_column("device"): pa.array(rng.choice(["ios", "android"], size=size), pa.string()),
+            **columns,
+        }
+        name = f"reports/part-{len(files):05d}.parquet"
+        pq.write_table(pa.table([arrays[c] for c in schema.names], schema=schema), directory / name,
+                       compression="zstd", row_group_size=131_072)
+        files.append(name)
+    manifest = {"format": EXPORT_FORMAT, "campaign_id": config.id, "mechanism": mechanism.name, "k": config.k,
+                "group_fields": list(config.group_fields), "columns": schema.names, "n_reports": n,
+                "files": files, "tallies": []}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    (directory / "descriptor.json").write_text(json.dumps(config.to_json()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reports", type=int, default=10_000_000)
+    parser.add_argument("--mechanism", default="grr")
+    parser.add_argument("--k", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    from dask.distributed import Client, LocalCluster
+
+    config = CampaignConfig.create(
+        id="bench-batch", question="q", categories=[f"c{i}" for i in range(args.k)], epsilon=1.0,
+        mechanism=args.mechanism, group_fields=["country", "device"], public_key=bytes(range(1, 33)),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "export"
+        t0 = time.perf_counter()
+        _write_export(directory, config, args.reports, seed=1)
+        print(f"wrote {args.reports:,} {args.mechanism} reports (k = {args.k}) in "
+              f"{time.perf_counter() - t0:.1f} s")
+        rates = {}
+        for workers in (1, 2):
+            t0 = time.perf_counter()
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+            print(f"{workers} worker{'s' if workers > 1 else ''}: cluster up in {time.perf_counter() - t0:.1f} s")
+            for label, by in (("recount + check", ()), ("cross-tab country × device", ("country", "device"))):
+                times = []
+                for _ in range(args.repeats):
+                    t0 = time.perf_counter()
+                    run_batch(directory, by=by, client=client)
+                    times.append(time.perf_counter() - t0)
+                best = float(np.median(times))
+                rate = args.reports / best
+                rates[(workers, label)] = rate
+                print(f"  {label:28} median {best:6.2f} s  {rate:12,.0f} reports/s  "
+                      f"{rate / workers:12,.0f} reports/s per worker")
+            client.close()
+            cluster.close()
+        for label in ("recount + check", "cross-tab country × device"):
+            print(f"2 workers / 1 ({label}): {rates[(2, label)] / rates[(1, label)]:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
