@@ -49,7 +49,10 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 #: The optional extras a command may need, with the line that installs each.
-EXTRAS: dict[str, str] = {"aggregator": "pip install 'deniable[aggregator]'"}
+EXTRAS: dict[str, str] = {
+    "aggregator": "pip install 'deniable[aggregator]'",
+    "batch": "pip install 'deniable[batch]'",
+}
 
 #: Exit status of a command whose reader closed the pipe (128 + SIGPIPE, as a shell reports it).
 _BROKEN_PIPE = 141

@@ -1,4 +1,8 @@
-"""The ``export`` and ``batch`` subcommands (need the ``batch`` extra: pyarrow and dask.distributed)."""
+"""The ``export`` and ``batch`` subcommands (need the ``batch`` extra: pyarrow and dask.distributed).
+
+pyarrow and dask are imported when a command runs; on an install without them the CLI answers with the
+one line that installs the extra (see :mod:`deniable.aggregator.cli`).
+"""
 
 from __future__ import annotations
 
@@ -12,37 +16,30 @@ from typing import Any
 
 __all__ = ["register"]
 
-_EXTRA = "pip install 'deniable[batch]'"
-
-
 def register(subparsers: Any) -> None:
     """Add ``export`` and ``batch`` to the ``deniable`` parser."""
-    from deniable.aggregator.commands import DEFAULT_DATA_DIR
+    from deniable.aggregator.cli import needs
+    from deniable.aggregator.commands import _data_dir_arg
 
     export = subparsers.add_parser(
         "export",
-        help="write a local campaign's randomized reports as Parquet (batch extra)",
+        help=needs("batch") + "write a local campaign's randomized reports as Parquet files",
         description="Write the stored randomized reports of one local campaign, with their public fields, "
         "as Parquet files beside its descriptor and the service's tallies (one consistent snapshot, safe "
         "beside a running server). Central campaigns are refused: their stored answers are raw.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     export.add_argument("campaign", help="campaign id")
     export.add_argument("--to", type=Path, required=True, help="new or empty directory to write")
-    export.add_argument(
-        "--data-dir", type=Path, default=Path(os.environ.get("DENIABLE_DATA_DIR", DEFAULT_DATA_DIR)),
-        help="the aggregator's data dir (env DENIABLE_DATA_DIR)",
-    )
+    _data_dir_arg(export)
     export.add_argument("--rows-per-file", type=int, default=1_000_000, help="reports per Parquet file")
-    export.set_defaults(func=export_command)
+    export.set_defaults(func=export_command, extra="batch")
 
     batch = subparsers.add_parser(
         "batch",
-        help="recompute and cross-tabulate an export on Dask (batch extra)",
+        help=needs("batch") + "recompute, check and cross-tabulate an export on Dask",
         description="Recompute every tally and estimate of an export on a Dask cluster, check them against "
         "the service's tallies, and estimate per cell of --by (group fields, round, day) over the reports "
         "kept by --where. Post-processing of ε-LDP reports: no privacy budget is spent.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     batch.add_argument("directory", type=Path, help="an export directory written by 'deniable export'")
     batch.add_argument("--by", default="", help="comma-separated public fields to cross-tabulate")
@@ -55,25 +52,15 @@ def register(subparsers: Any) -> None:
     batch.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     batch.add_argument("--url", default=None,
                        help="also compare with the running service's estimate (token from env DENIABLE_TOKEN)")
-    batch.set_defaults(func=batch_command)
-
-
-def _missing_extra(exc: ModuleNotFoundError) -> int:
-    if exc.name and exc.name.split(".")[0] in ("pyarrow", "dask", "distributed"):
-        print(f"this command needs the batch extra ({exc.name} is not installed): {_EXTRA}", file=sys.stderr)
-        return 2
-    raise exc
+    batch.set_defaults(func=batch_command, extra="batch")
 
 
 def export_command(args: argparse.Namespace) -> int:
     """Export one campaign; print what was written."""
+    from deniable.aggregator.batch.export import export_campaign
     from deniable.aggregator.commands import _open_store
     from deniable.shared.errors import DeniableError
 
-    try:
-        from deniable.aggregator.batch.export import export_campaign
-    except ModuleNotFoundError as exc:
-        return _missing_extra(exc)
     store = _open_store(args.data_dir)
     if store is None:
         return 2
@@ -90,12 +77,9 @@ def export_command(args: argparse.Namespace) -> int:
 
 def batch_command(args: argparse.Namespace) -> int:
     """Run the batch analysis; print the cells; 1 when a check failed."""
+    from deniable.aggregator.batch.run import parse_condition, run_batch
     from deniable.shared.errors import DeniableError
 
-    try:
-        from deniable.aggregator.batch.run import parse_condition, run_batch
-    except ModuleNotFoundError as exc:
-        return _missing_extra(exc)
     try:
         result = run_batch(
             args.directory,
