@@ -23,11 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deniable.aggregator.batch.columns import to_columns
 from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
 from deniable.aggregator.batch.run import run_batch
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.mechanisms import OLHReport
 
 ROWS_PER_FILE = 1_000_000
 
@@ -42,7 +40,7 @@ def _write_export(directory: Path, config: CampaignConfig, n: int, seed: int) ->
         size = min(ROWS_PER_FILE, n - start)
         simulated = mechanism.simulate(rng.integers(0, config.k, size=size), rng=rng)
         if mechanism.name == "olh":
-            columns = to_columns(mechanism, [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y)])
+            columns = {"seed": pa.array(simulated.seeds, pa.uint64()), "y": pa.array(simulated.y, pa.int64())}
         elif mechanism.name == "oue":
             packed = np.packbits(simulated, axis=1, bitorder="little")
             columns = {"report": pa.array([bytes(row) for row in packed], pa.binary(packed.shape[1]))}
