@@ -32,6 +32,9 @@ ROUTE_ACCESS: dict[str, str] = {
     "reports.submit": PUBLIC,
     "estimates.estimate": ANALYST,
     "estimates.rounds": ANALYST,
+    "releases.list_all": ANALYST,
+    "releases.get_policy": ANALYST,
+    "releases.set_policy": ADMIN,
 }
 
 _CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})

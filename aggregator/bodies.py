@@ -15,7 +15,7 @@ from typing import Any
 from flask import request
 from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
-__all__ = ["json_body", "query_bool", "query_float", "query_str"]
+__all__ = ["json_body", "query_bool", "query_float", "query_int", "query_str"]
 
 
 def _reject_constant(name: str) -> Any:
@@ -80,3 +80,13 @@ def query_float(name: str, *, default: float, low: float, high: float) -> float:
             f"query parameter {name!r} must be a number in ({low:g}, {high:g}), got {raw[:32]!r}"
         )
     return value
+
+
+def query_int(name: str, *, default: int, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (inclusive) from the query string, in plain decimal digits."""
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 20 and low <= int(raw) <= high):
+        raise BadRequest(f"query parameter {name!r} must be a whole number from {low} to {high}, got {raw[:32]!r}")
+    return int(raw)

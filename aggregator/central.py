@@ -79,6 +79,7 @@ __all__ = [
     "LATTICE_BITS",
     "NOISES",
     "charge",
+    "check_noise",
     "exact_epsilon",
     "noise_scale",
     "noise_variance",
@@ -131,7 +132,8 @@ def spent_text(spent: Decimal) -> str:
     return format(spent, "f")
 
 
-def _check_noise(noise: str) -> None:
+def check_noise(noise: str) -> None:
+    """Raise :class:`InvalidParameter` unless ``noise`` is one of :data:`NOISES`."""
     if noise not in NOISES:
         raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
 
@@ -152,7 +154,7 @@ def noise_scale(epsilon: float, delta: int) -> Fraction:
 
 def noise_variance(noise: str, scale: Fraction | float) -> float:
     """Exact variance of one bin's noise: 1/(2 sinh²(1/2b)) (discrete) or γ²/(2 sinh²(γ/2b)) (lattice)."""
-    _check_noise(noise)
+    check_noise(noise)
     b = float(scale)
     if noise == "discrete-laplace":
         return 1.0 / (2.0 * math.sinh(0.5 / b) ** 2)
@@ -165,7 +167,7 @@ def sample_noise(noise: str, scale: Fraction, randbelow: RandBelow = secrets.ran
 
     Releases draw from ``secrets`` (the default); tests replay the same algorithm from a seeded ``randbelow``.
     """
-    _check_noise(noise)
+    check_noise(noise)
     if noise == "discrete-laplace":
         return Fraction(discrete_laplace(scale, randbelow))
     return Fraction(discrete_laplace(scale / _LATTICE, randbelow)) * _LATTICE
@@ -325,7 +327,7 @@ def release(
     if not conn.in_transaction:
         raise RuntimeError("central.release must run inside Store.transaction() (BEGIN IMMEDIATE)")
     _check_epsilon(epsilon)
-    _check_noise(noise)
+    check_noise(noise)
     normal_quantile(level)
     row = conn.execute(
         "SELECT trust_model, budget, adjacency, epsilon_spent FROM campaigns WHERE id = ?",

@@ -18,16 +18,19 @@ domain, and its grouped releases are refused rather than listing the groups pres
 
 from __future__ import annotations
 
+import datetime as dt
+import sqlite3
 from typing import Any
 
 from deniable.aggregator import central
+from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["central_estimate", "estimate", "local_estimate"]
+__all__ = ["central_estimate", "estimate", "local_estimate", "release_policy"]
 
 
 def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
@@ -91,6 +94,12 @@ def local_estimate(
     return body
 
 
+def release_policy(store: Store, conn: sqlite3.Connection, campaign_id: str) -> ReleasePolicy:
+    """The campaign's release policy: the admin's, else the defaults."""
+    row = store.release_policy(conn, campaign_id)
+    return DEFAULT_POLICY if row is None else ReleasePolicy(row.min_reports, row.min_refresh_interval_s)
+
+
 def central_estimate(
     store: Store,
     config: CampaignConfig,
@@ -99,9 +108,14 @@ def central_estimate(
     level: float,
     noise: str | None,
     refresh: bool = False,
+    role: str = "analyst",
 ) -> dict[str, Any]:
     """A noisy release of a central campaign: the stored one (free), or a new draw when ``refresh``
-    (spends ε from the budget)."""
+    (spends ε from the budget).
+
+    A draw that spends ε must pass the campaign's release policy (:mod:`deniable.aggregator.release_policy`)
+    and is appended to the release log with the ``role`` that asked, in the same transaction that spends.
+    """
     _check_group_by(config, group_by)
     if group_by is not None and group_by in config.undeclared_group_fields:
         raise InvalidParameter(
@@ -111,7 +125,20 @@ def central_estimate(
             "declares group_values"
         )
     options = {} if noise is None else {"noise": noise}
+    noise_name = central.NOISES[0] if noise is None else noise
+    central.check_noise(noise_name)
+    slot = central.release_key(group_by, noise_name)
     with store.transaction() as conn:
+        stored = store.has_release(conn, config.id, slot)
+        if refresh or not stored:
+            check_release(
+                release_policy(store, conn, config.id),
+                campaign_id=config.id,
+                n_reports=store.get_campaign(config.id, conn=conn).n_reports,
+                refresh=refresh and stored,
+                last_release_at=store.last_release_at(conn, config.id),
+                now=dt.datetime.now(dt.UTC),
+            )
         body: dict[str, Any] = central.release(
             conn,
             config.id,
@@ -124,6 +151,17 @@ def central_estimate(
             refresh=refresh,
             **options,
         )
+        if not body["cached"]:
+            store.log_release(
+                conn,
+                config.id,
+                released_at=body["released_at"],
+                role=role,
+                epsilon=config.epsilon,
+                release_key=body["release_key"],
+                parameters={"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level},
+                cost={"epsilon": config.epsilon, "delta": 0},
+            )
     if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
         body["groups"] = {row.pop("group"): row for row in body["groups"]}
     return {"campaign_id": config.id, **body}
@@ -138,11 +176,15 @@ def estimate(
     noise: str | None,
     refresh: bool = False,
     round: str | None = None,
+    role: str = "analyst",
 ) -> dict[str, Any]:
-    """The estimate route's body for either trust model (``round``: recurring campaigns only)."""
+    """The estimate route's body for either trust model (``round``: recurring campaigns only); ``role`` is
+    the caller's, recorded with each central release."""
     if config.trust_model == "central":
         _check_round(config, round)
-        return central_estimate(store, config, group_by=group_by, level=level, noise=noise, refresh=refresh)
+        return central_estimate(
+            store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role
+        )
     if noise is not None:
         raise InvalidParameter(
             "'noise' applies to central campaigns only; local reports carry their own noise"

@@ -2,7 +2,8 @@
 
 * ``deniable.shared.errors`` classes map to a status by :data:`STATUS_OF` (most specific class first);
   the body's ``code`` is the class's ``code``. ``BudgetExceeded`` also carries ``spent``, ``remaining``
-  and ``requested``.
+  and ``requested``; ``ReleaseRefused`` carries ``rule``, ``next_release_at`` and ``retry_after`` (also as the
+  ``Retry-After`` header when the release becomes possible at a known time).
 * werkzeug ``HTTPException`` s (400, 401, 403, 404, 405, 413, 415, ...) keep their status; the code is
   the snake-cased class name (``RequestEntityTooLarge`` → ``request_entity_too_large``).
 * Anything else is a bug: it is logged with its traceback (never the request body) and answered with a
@@ -26,6 +27,7 @@ from deniable.shared.errors import (
     InvalidConfig,
     InvalidParameter,
     InvalidReport,
+    ReleaseRefused,
     TransportError,
     UnknownCampaign,
 )
@@ -40,6 +42,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (UnknownCampaign, 404),
     (CampaignClosed, 409),
     (BudgetExceeded, 409),
+    (ReleaseRefused, 409),
     (InvalidParameter, 422),
     (InvalidConfig, 422),
     (InvalidReport, 422),
@@ -60,7 +63,12 @@ def _deniable_error(exc: DeniableError) -> tuple[Response, int]:
     extra: dict[str, Any] = {}
     if isinstance(exc, BudgetExceeded):
         extra = {"spent": exc.spent, "remaining": exc.remaining, "requested": exc.requested}
-    return error_response(status, exc.code, str(exc), **extra)
+    if isinstance(exc, ReleaseRefused):
+        extra = {"rule": exc.rule, "next_release_at": exc.next_release_at, "retry_after": exc.retry_after}
+    response, status = error_response(status, exc.code, str(exc), **extra)
+    if isinstance(exc, ReleaseRefused) and exc.retry_after is not None:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response, status
 
 
 def _http_error(exc: HTTPException) -> Response | tuple[Response, int]:

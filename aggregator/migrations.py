@@ -28,6 +28,16 @@ digits of the sum, so comparing it with the budget could allow one release too m
 column is rebuilt as TEXT (a REAL column would coerce numeric text back to a float); each stored float is
 converted to the shortest decimal that reads back as it (``repr``), which is the value the old
 accountant compared with the budget.
+
+Version 4 adds the central *release policy* and *release log* (``docs/central.md``):
+
+* ``release_policies``: per central campaign, the admin's rules (minimum number of reports before any
+  release, minimum interval between refreshes) and who set them when. A campaign without a row follows
+  the defaults of :mod:`deniable.shared.limits`.
+* ``release_log``: one row per release that spent privacy budget: when, which role asked, its ε, the
+  request's parameters (JSON) and its ``cost_json``, the privacy cost in the accountant's form (pure ε:
+  ``{"epsilon": ε, "delta": 0}``; other accountants add their own keys, e.g. ρ). Releases made before
+  version 4 are not in it (their ε is in ``campaigns.epsilon_spent``).
 """
 
 from __future__ import annotations
@@ -133,8 +143,33 @@ _V3: tuple[str, ...] = (
     "ALTER TABLE campaigns RENAME COLUMN epsilon_spent_exact TO epsilon_spent",
 )
 
+_V4: tuple[str, ...] = (
+    """
+    CREATE TABLE release_policies (
+        campaign_id            TEXT PRIMARY KEY REFERENCES campaigns(id),
+        min_reports            INTEGER NOT NULL CHECK (min_reports >= 0),
+        min_refresh_interval_s INTEGER NOT NULL CHECK (min_refresh_interval_s >= 0),
+        updated_at             TEXT NOT NULL,
+        updated_by             TEXT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE release_log (
+        seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+        campaign_id     TEXT NOT NULL REFERENCES campaigns(id),
+        released_at     TEXT NOT NULL,
+        role            TEXT NOT NULL,
+        epsilon         REAL NOT NULL,
+        release_key     TEXT NOT NULL,
+        parameters_json TEXT NOT NULL,
+        cost_json       TEXT
+    )
+    """,
+    "CREATE INDEX release_log_by_campaign ON release_log (campaign_id, seq)",
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

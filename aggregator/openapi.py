@@ -11,7 +11,12 @@ import copy
 from typing import Any
 
 from deniable.shared.fields import ROUND_PATTERN
-from deniable.shared.limits import CAMPAIGN_EPSILON
+from deniable.shared.limits import (
+    CAMPAIGN_EPSILON,
+    MAX_MIN_REPORTS_BEFORE_RELEASE,
+    MAX_REFRESH_INTERVAL_SECONDS,
+    RELEASES_PAGE_MAX,
+)
 
 __all__ = ["DOCUMENT", "document"]
 
@@ -23,6 +28,18 @@ _GROUP_VALUES_DOC = (
     "field of a central campaign, so that which groups a release lists reveals nothing"
 )
 _ROUND = {"type": "string", "pattern": ROUND_PATTERN, "minLength": 1, "maxLength": 32}
+_POLICY_BODY = {
+    "type": "object",
+    "description": "central campaigns only: no ε-spending release before min_reports reports; a refresh only "
+    "min_refresh_interval_seconds after the last ε-spending release",
+    "required": ["min_reports", "min_refresh_interval_seconds"],
+    "additionalProperties": False,
+    "properties": {
+        "min_reports": {"type": "integer", "minimum": 0, "maximum": MAX_MIN_REPORTS_BEFORE_RELEASE},
+        "min_refresh_interval_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_REFRESH_INTERVAL_SECONDS},
+    },
+}
+_NULLABLE_STR = {"type": "string", "nullable": True}
 _BEARER: list[dict[str, list[str]]] = [{"bearerAuth": []}]
 _PUBLIC: list[dict[str, list[str]]] = []
 
@@ -41,7 +58,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         401: "missing or unknown bearer token",
         403: "the token's role may not call this route",
         404: "no such campaign",
-        409: "conflict: campaign exists, is closed, or the ε budget is spent",
+        409: "conflict: campaign exists, is closed, the ε budget is spent, or the release policy refuses",
         413: "request body too large",
         415: "the body is not application/json",
         422: "a value is out of range (ε, categories, group field, level, ...)",
@@ -117,6 +134,7 @@ _SCHEMAS: dict[str, Any] = {
                 "description": "local campaigns only: collect in rounds (each report names its round, a "
                 "device counts once per round, each round is estimated on its own)",
             },
+            "release_policy": _POLICY_BODY,
         },
     },
     "CampaignConfig": {
@@ -302,6 +320,80 @@ _SCHEMAS: dict[str, Any] = {
                 },
             },
         },
+    "ReleasePolicyBody": _POLICY_BODY,
+    "ReleasePolicy": {
+        "type": "object",
+        "required": [
+            "campaign_id",
+            "min_reports",
+            "min_refresh_interval_seconds",
+            "default",
+            "updated_at",
+            "updated_by",
+            "next_refresh_at",
+        ],
+        "additionalProperties": False,
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "min_reports": {"type": "integer", "minimum": 0},
+            "min_refresh_interval_seconds": {"type": "integer", "minimum": 0},
+            "default": {"type": "boolean", "description": "true until the admin sets a policy"},
+            "updated_at": _NULLABLE_STR,
+            "updated_by": _NULLABLE_STR,
+            "next_refresh_at": {
+                "type": "string",
+                "nullable": True,
+                "description": "earliest time (UTC) a refresh passes the interval rule; null: now",
+            },
+        },
+    },
+    "Releases": {
+        "type": "object",
+        "required": [
+            "campaign_id",
+            "budget",
+            "epsilon_spent",
+            "epsilon_remaining",
+            "policy",
+            "releases",
+            "next_after",
+        ],
+        "additionalProperties": False,
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "budget": {"type": "number"},
+            "epsilon_spent": {"type": "number"},
+            "epsilon_remaining": {"type": "number"},
+            "policy": _ref("ReleasePolicy"),
+            "releases": {
+                "type": "array",
+                "description": "every release that spent ε, oldest first",
+                "items": {
+                    "type": "object",
+                    "required": ["seq", "released_at", "role", "epsilon", "cost", "release_key", "parameters"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "seq": {"type": "integer", "minimum": 1},
+                        "released_at": {"type": "string"},
+                        "role": {"type": "string"},
+                        "epsilon": {"type": "number"},
+                        "cost": {
+                            "type": "object",
+                            "nullable": True,
+                            "description": "the privacy cost in the accountant's form, e.g. epsilon and delta",
+                        },
+                        "release_key": {"type": "string"},
+                        "parameters": {"type": "object"},
+                    },
+                },
+            },
+            "next_after": {
+                "type": "integer",
+                "nullable": True,
+                "description": "pass as 'after' for the next page; null when this is the last",
+            },
+        },
+    },
     },
 }
 
@@ -435,6 +527,46 @@ _PATHS: dict[str, Any] = {
             "parameters": [_CAMPAIGN_ID],
             "responses": {"200": _json(_ref("Rounds"), "the rounds"), **_errors(401, 403, 404)},
         }
+    },
+    "/api/v1/campaigns/{campaign_id}/releases": {
+        "get": {
+            "operationId": "listReleases",
+            "summary": "Every release of a central campaign that spent ε: who, when, ε, parameters (analyst)",
+            "security": _BEARER,
+            "parameters": [
+                _CAMPAIGN_ID,
+                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": RELEASES_PAGE_MAX},
+                },
+            ],
+            "responses": {
+                "200": _json(_ref("Releases"), "a page of the release log"),
+                **_errors(400, 401, 403, 404, 422),
+            },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/release-policy": {
+        "get": {
+            "operationId": "getReleasePolicy",
+            "summary": "The release policy of a central campaign (analyst)",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "responses": {"200": _json(_ref("ReleasePolicy"), "the policy"), **_errors(401, 403, 404, 422)},
+        },
+        "put": {
+            "operationId": "setReleasePolicy",
+            "summary": "Replace the release policy of a central campaign (admin)",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ReleasePolicyBody")}}},
+            "responses": {
+                "200": _json(_ref("ReleasePolicy"), "the new policy"),
+                **_errors(400, 401, 403, 404, 413, 415, 422),
+            },
+        },
     },
 }
 

@@ -12,10 +12,12 @@ from typing import Any
 from flask import current_app
 
 from deniable.aggregator import estimates, ingest
+from deniable.aggregator.central import remaining
 from deniable.aggregator.keyring import Keyring
+from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.errors import DeniableError, InvalidConfig
+from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter
 
 __all__ = [
     "CREATE_FIELDS", "MAX_GROUP_CELLS", "CampaignExists", "Service", "config_of", "current_service",
@@ -25,7 +27,7 @@ __all__ = [
 CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
-        "adjacency", "group_values", "recurring",
+        "adjacency", "group_values", "recurring", "release_policy",
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
@@ -102,6 +104,11 @@ class Service:
             recurring=body.get("recurring", False),
         )
         _check_group_cells(config)
+        policy = None
+        if "release_policy" in body:
+            if config.trust_model != "central":
+                raise InvalidConfig("'release_policy' applies to central campaigns only; leave it out")
+            policy = parse_policy(body["release_policy"])
         with self.store.transaction() as conn:
             if self.store.campaign_exists(conn, config.id):
                 raise CampaignExists(
@@ -117,6 +124,14 @@ class Service:
                 budget=config.budget,
                 adjacency=config.adjacency,
             )
+            if policy is not None:
+                self.store.set_release_policy(
+                    conn,
+                    config.id,
+                    min_reports=policy.min_reports,
+                    min_refresh_interval_s=policy.min_refresh_interval_seconds,
+                    updated_by="admin",
+                )
         return config.to_json()
 
     def campaign(self, campaign_id: str) -> CampaignConfig:
@@ -169,13 +184,87 @@ class Service:
         noise: str | None = None,
         refresh: bool = False,
         round: str | None = None,
+        role: str = "analyst",
     ) -> dict[str, Any]:
         """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
-        a new one) of a campaign."""
+        a new one, logged with the caller's ``role``) of a campaign."""
         config = self.campaign(campaign_id)
         return estimates.estimate(
-            self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round
-        )
+            self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round,
+            role=role,
+        )  # fmt: skip
+
+    # -- central release policy and log --------------------------------------------------------------
+
+    def _central(self, campaign_id: str, what: str) -> CampaignRecord:
+        record = self.store.get_campaign(campaign_id)
+        if record.trust_model != "central":
+            raise InvalidParameter(
+                f"{what} applies to central campaigns only; campaign {campaign_id!r} is local (its reports are "
+                "randomized on the devices and its estimates spend no budget)"
+            )
+        return record
+
+    def _policy_body(self, campaign_id: str) -> dict[str, Any]:
+        conn = self.store.connection()
+        row = self.store.release_policy(conn, campaign_id)
+        policy = estimates.release_policy(self.store, conn, campaign_id)
+        earliest = next_refresh_at(policy, self.store.last_release_at(conn, campaign_id))
+        return {
+            "campaign_id": campaign_id,
+            **policy.to_json(),
+            "default": row is None,
+            "updated_at": None if row is None else row.updated_at,
+            "updated_by": None if row is None else row.updated_by,
+            "next_refresh_at": None if earliest is None else earliest.isoformat(),
+        }
+
+    def release_policy(self, campaign_id: str) -> dict[str, Any]:
+        """The central campaign's release policy (the defaults until the admin sets one)."""
+        self._central(campaign_id, "a release policy")
+        return self._policy_body(campaign_id)
+
+    def set_release_policy(self, campaign_id: str, body: Any, *, role: str) -> dict[str, Any]:
+        """Replace the central campaign's release policy; return it."""
+        self._central(campaign_id, "a release policy")
+        policy = parse_policy(body)
+        with self.store.transaction() as conn:
+            self.store.set_release_policy(
+                conn,
+                campaign_id,
+                min_reports=policy.min_reports,
+                min_refresh_interval_s=policy.min_refresh_interval_seconds,
+                updated_by=role,
+            )
+        return self._policy_body(campaign_id)
+
+    def releases(self, campaign_id: str, *, after: int, limit: int) -> dict[str, Any]:
+        """The central campaign's logged releases (oldest first, ``seq > after``, at most ``limit``), with
+        its budget, ε spent and policy. ``next_after`` is the cursor of the next page (``None``: no more)."""
+        record = self._central(campaign_id, "the release log")
+        rows = self.store.releases(campaign_id, after=after, limit=limit + 1)
+        more, rows = len(rows) > limit, rows[:limit]
+        budget = float(record.budget or 0.0)
+        return {
+            "campaign_id": campaign_id,
+            "budget": budget,
+            "epsilon_spent": float(record.epsilon_spent),
+            "epsilon_remaining": remaining(record.epsilon_spent, budget),
+            "policy": self._policy_body(campaign_id),
+            "releases": [
+                {
+                    "seq": row.seq,
+                    "released_at": row.released_at,
+                    "role": row.role,
+                    "epsilon": row.epsilon,
+                    "cost": row.cost,
+                    "release_key": row.release_key,
+                    "parameters": row.parameters,
+                }
+                for row in rows
+            ],
+            "next_after": rows[-1].seq if more and rows else None,
+        }
 
     def rounds(self, campaign_id: str) -> dict[str, Any]:
         """The rounds of a recurring campaign that hold reports, with their report counts, in label order.

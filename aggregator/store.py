@@ -32,6 +32,8 @@ from deniable.shared.errors import CampaignClosed, UnknownCampaign
 __all__ = [
     "OVERALL",
     "CampaignRecord",
+    "PolicyRow",
+    "ReleaseLogRow",
     "ReportRow",
     "Store",
     "StoredTally",
@@ -91,6 +93,29 @@ class StoredTally:
 
     n: int
     support: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRow:
+    """A central campaign's stored release policy and who set it when (UTC, ISO 8601)."""
+
+    min_reports: int
+    min_refresh_interval_s: int
+    updated_at: str
+    updated_by: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLogRow:
+    """One logged release: sequence number, time, role, ε, slot, request parameters and privacy cost."""
+
+    seq: int
+    released_at: str
+    role: str
+    epsilon: float
+    release_key: str
+    parameters: dict[str, Any]
+    cost: dict[str, Any] | None
 
 
 def _utc_now() -> dt.datetime:
@@ -233,12 +258,90 @@ class Store:
                 )
             return self.get_campaign(campaign_id, conn=conn)
 
+    # -- central release policy and log ----------------------------------------------------------
+
+    @staticmethod
+    def release_policy(conn: sqlite3.Connection, campaign_id: str) -> PolicyRow | None:
+        """The policy the admin set for the campaign, or ``None`` (the defaults apply)."""
+        row = conn.execute(
+            "SELECT min_reports, min_refresh_interval_s, updated_at, updated_by FROM release_policies"
+            " WHERE campaign_id = ?",
+            (campaign_id,),
+        ).fetchone()
+        return None if row is None else PolicyRow(int(row[0]), int(row[1]), row[2], row[3])
+
+    @staticmethod
+    def set_release_policy(
+        conn: sqlite3.Connection, campaign_id: str, *, min_reports: int, min_refresh_interval_s: int, updated_by: str
+    ) -> PolicyRow:
+        """Store (replace) the campaign's policy within the caller's transaction; return it."""
+        updated_at = _utc_now().isoformat()
+        conn.execute(
+            "INSERT INTO release_policies (campaign_id, min_reports, min_refresh_interval_s, updated_at, updated_by)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id) DO UPDATE SET min_reports = excluded.min_reports,"
+            " min_refresh_interval_s = excluded.min_refresh_interval_s, updated_at = excluded.updated_at,"
+            " updated_by = excluded.updated_by",
+            (campaign_id, min_reports, min_refresh_interval_s, updated_at, updated_by),
+        )
+        return PolicyRow(min_reports, min_refresh_interval_s, updated_at, updated_by)
+
+    @staticmethod
+    def has_release(conn: sqlite3.Connection, campaign_id: str, release_key: str) -> bool:
+        """Whether a release is stored in this slot (asking for it again is then free)."""
+        row = conn.execute(
+            "SELECT 1 FROM central_releases WHERE campaign_id = ? AND release_key = ?", (campaign_id, release_key)
+        ).fetchone()
+        return row is not None
+
+    @staticmethod
+    def last_release_at(conn: sqlite3.Connection, campaign_id: str) -> str | None:
+        """When the campaign last spent ε on a release (UTC, ISO 8601), logged or (before the log) stored."""
+        row = conn.execute(
+            "SELECT MAX(t) FROM (SELECT MAX(released_at) AS t FROM release_log WHERE campaign_id = ?"
+            " UNION ALL SELECT MAX(created_at) AS t FROM central_releases WHERE campaign_id = ?)",
+            (campaign_id, campaign_id),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    @staticmethod
+    def log_release(
+        conn: sqlite3.Connection,
+        campaign_id: str,
+        *,
+        released_at: str,
+        role: str,
+        epsilon: float,
+        release_key: str,
+        parameters: dict[str, Any],
+        cost: dict[str, Any] | None,
+    ) -> int:
+        """Append a release to the log within the caller's transaction (the one that spent its ε)."""
+        cursor = conn.execute(
+            "INSERT INTO release_log (campaign_id, released_at, role, epsilon, release_key, parameters_json,"
+            " cost_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                campaign_id, released_at, role, float(epsilon), release_key, _compact(parameters),
+                None if cost is None else _compact(cost),
+            ),
+        )  # fmt: skip
+        return int(cursor.lastrowid or 0)
+
+    def releases(self, campaign_id: str, *, after: int = 0, limit: int = 100) -> list[ReleaseLogRow]:
+        """The campaign's logged releases with ``seq > after``, oldest first, at most ``limit``."""
+        rows = self.connection().execute(
+            "SELECT seq, released_at, role, epsilon, release_key, parameters_json, cost_json FROM release_log"
+            " WHERE campaign_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (campaign_id, after, limit),
+        )
+        return [
+            ReleaseLogRow(seq, at, role, eps, key, json.loads(params), None if cost is None else json.loads(cost))
+            for seq, at, role, eps, key, params, cost in rows
+        ]
+
     # -- reports ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _existing(
-        conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[bytes]
-    ) -> set[bytes]:
+    def _existing(conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[bytes]) -> set[bytes]:
         found: set[bytes] = set()
         for chunk in _chunks(values):
             marks = ",".join("?" * len(chunk))
@@ -333,9 +436,7 @@ class Store:
                     rows,
                 )
                 self._add_tallies(conn, campaign_id, deltas, k)
-                conn.execute(
-                    "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
-                )
+                conn.execute("UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id))
         return outcomes
 
     @staticmethod
@@ -398,9 +499,7 @@ class Store:
         )
         return {row[0] for row in rows}
 
-    def iter_reports(
-        self, campaign_id: str, *, round: str | None = None
-    ) -> Iterable[tuple[str, dict[str, str], str]]:
+    def iter_reports(self, campaign_id: str, *, round: str | None = None) -> Iterable[tuple[str, dict[str, str], str]]:
         """Yield ``(report_id, groups, report_json)`` of every stored report (for recounts), of one round
         when ``round`` is given."""
         sql = "SELECT report_id, groups_json, report_json FROM reports WHERE campaign_id = ?"
@@ -440,7 +539,5 @@ class Store:
 
     def count_reports(self, campaign_id: str) -> int:
         """The number of stored reports of the campaign (a full count, not the counter)."""
-        row = self.connection().execute(
-            "SELECT COUNT(*) FROM reports WHERE campaign_id = ?", (campaign_id,)
-        ).fetchone()
+        row = self.connection().execute("SELECT COUNT(*) FROM reports WHERE campaign_id = ?", (campaign_id,)).fetchone()
         return int(row[0])

@@ -7,6 +7,7 @@
     ├── InvalidReport (ValueError)      a report, envelope or payload is malformed or out of range
     ├── InvalidConfig (ValueError)      a campaign descriptor is malformed or changed after pinning
     ├── BudgetExceeded                  an ε budget (device ledger or central accountant) would be exceeded
+    ├── ReleaseRefused                  a central campaign's release policy forbids this release now
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
     ├── TransportError                  the aggregator could not be reached, or did not settle a delivery
@@ -52,6 +53,7 @@ __all__ = [
     "MalformedReply",
     "RateLimited",
     "RedirectRefused",
+    "ReleaseRefused",
     "StateBusy",
     "StateCorrupt",
     "StateDiskFull",
@@ -98,6 +100,25 @@ class BudgetExceeded(DeniableError):
         self.spent = spent
         self.remaining = remaining
         self.requested = requested
+
+
+class ReleaseRefused(DeniableError):
+    """The campaign's release policy forbids a release that would spend ε now.
+
+    ``rule`` names the rule (``min_reports`` or ``min_refresh_interval``); ``next_release_at`` is the UTC
+    time (ISO 8601) from which the release is possible, or ``None`` when that depends on reports still to
+    come; ``retry_after`` is the same as whole seconds from now (``None`` likewise).
+    """
+
+    code = "release_refused"
+
+    def __init__(
+        self, message: str, *, rule: str, next_release_at: str | None, retry_after: int | None
+    ) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.next_release_at = next_release_at
+        self.retry_after = retry_after
 
 
 class UnknownCampaign(DeniableError, LookupError):

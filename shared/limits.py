@@ -31,10 +31,16 @@ from deniable.shared.errors import DeniableError
 
 __all__ = [
     "CAMPAIGN_EPSILON",
+    "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
+    "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
     "DEVICE_BUDGET_MAX",
+    "MAX_MIN_REPORTS_BEFORE_RELEASE",
+    "MAX_REFRESH_INTERVAL_SECONDS",
     "MECHANISM_EPSILON",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
+    "RELEASES_PAGE_DEFAULT",
+    "RELEASES_PAGE_MAX",
     "RETRY_AFTER_MAX_WAIT",
     "STATE_BUSY_TIMEOUT",
     "check_range",
@@ -101,3 +107,27 @@ def check_range(
             return number
     shown = name if name.startswith("-") else repr(name)
     raise error(f"{shown} must be a number in {range_text(bounds)}, got {_got(value)}")
+
+
+# -- central release policy (aggregator/release_policy.py) ------------------------------------------
+
+#: Default minimum number of stored reports before a central campaign may spend ε on any release. An
+#: empty or nearly empty campaign's release is almost pure noise: spending budget on it is the attack of
+#: issue 12 item 6 (four refreshes of an empty campaign spent its whole budget). 20 keeps the noise
+#: (sd ≈ 2.7 per bin at ε = 0.5) below the count a meaningful estimate needs; the admin sets another value
+#: per campaign.
+DEFAULT_MIN_REPORTS_BEFORE_RELEASE = 20
+#: Largest minimum an admin may set (beyond it no campaign could ever release).
+MAX_MIN_REPORTS_BEFORE_RELEASE = 1_000_000_000
+
+#: Default minimum time between two ε-spending releases when the second is a refresh: one day, so that
+#: repeated ``?refresh=true`` cannot drain a budget in minutes; the admin sets another value per campaign
+#: (0 turns the rule off).
+DEFAULT_MIN_REFRESH_INTERVAL_SECONDS = 86_400
+#: Largest interval an admin may set: one year.
+MAX_REFRESH_INTERVAL_SECONDS = 366 * 86_400
+
+#: Releases listed per page by ``GET .../releases`` (default and most): a budget of 100 at ε = 0.001 allows
+#: 100,000 releases, so the list is paginated to keep every response bounded.
+RELEASES_PAGE_DEFAULT = 100
+RELEASES_PAGE_MAX = 1000

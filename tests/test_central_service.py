@@ -119,7 +119,9 @@ def test_bad_release_requests_get_clear_errors(aggregator: RunningServer) -> Non
     )
     assert bad_noise.status_code == 422
     assert "'noise' must be one of discrete-laplace, laplace" in bad_noise.json()["error"]["message"]
-    assert aggregator.estimate("errors-central")["epsilon_spent"] == 0.5  # an empty campaign: a release
+    empty = aggregator.get("/api/v1/campaigns/errors-central/estimate", role="analyst")
+    assert empty.status_code == 409  # an empty campaign: the default release policy spends nothing on it
+    assert empty.json()["error"]["rule"] == "min_reports"
     over = aggregator.post(
         "/api/v1/campaigns",
         role="admin",
@@ -169,7 +171,10 @@ def test_the_accountant_survives_a_crash(fresh_aggregator: RunningServer) -> Non
 
 
 def test_a_grouped_release_lists_exactly_the_declared_groups(aggregator: RunningServer) -> None:
-    config = _central(aggregator, "declared-central", budget=2.0, group_values={"region": ["west", "north", "east"]})
+    config = _central(
+        aggregator, "declared-central", budget=2.0, group_values={"region": ["west", "north", "east"]},
+        release_policy={"min_reports": 7, "min_refresh_interval_seconds": 86_400},
+    )  # fmt: skip
     assert config["group_values"] == {"region": ["west", "north", "east"]}
     envelopes = simulate_envelopes(config, [1] * 7, rng=np.random.default_rng(5), groups=[{"region": "north"}] * 7)
     assert upload(aggregator, "declared-central", envelopes)["accepted"] == 7
@@ -219,7 +224,8 @@ def test_a_report_with_an_undeclared_group_value_is_rejected(aggregator: Running
 
 
 def test_analysts_never_see_the_exact_count_of_an_add_remove_campaign(aggregator: RunningServer) -> None:
-    config = _central(aggregator, "count-central", budget=3.0)
+    no_wait = {"min_reports": 20, "min_refresh_interval_seconds": 0}
+    config = _central(aggregator, "count-central", budget=3.0, release_policy=no_wait)
     replace = _central(aggregator, "count-replace", adjacency="replace")
     _fill(aggregator, config, 37, seed=7)
     _fill(aggregator, replace, 37, seed=8)
@@ -263,6 +269,7 @@ def test_a_grouped_release_of_a_legacy_central_campaign_is_refused(tmp_path: Pat
     store = Store(tmp_path / "deniable.sqlite3")
     with store.transaction() as conn:
         store.insert_campaign(conn, "legacy", legacy, trust_model="central", budget=1.0, adjacency="add-remove")
+        store.set_release_policy(conn, "legacy", min_reports=0, min_refresh_interval_s=0, updated_by="admin")
     with pytest.raises(InvalidParameter, match=r"declares no group_values for 'region' \(it predates them\)"):
         estimates.estimate(store, config, group_by="region", level=0.95, noise=None)
     assert store.get_campaign("legacy").epsilon_spent == 0.0  # refused before anything was spent

@@ -13,9 +13,10 @@ from deniable.aggregator.api.campaigns import bp as campaigns
 from deniable.aggregator.api.estimates import bp as estimates
 from deniable.aggregator.api.health import bp as health
 from deniable.aggregator.api.openapi import bp as openapi
+from deniable.aggregator.api.releases import bp as releases
 from deniable.aggregator.api.reports import bp as reports
 
 __all__ = ["BLUEPRINTS"]
 
 #: Every blueprint of the app, in registration order.
-BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates)
+BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases)

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint
 
+from deniable.aggregator.auth import current_role
 from deniable.aggregator.bodies import query_bool, query_float, query_str
 from deniable.aggregator.service import current_service
 
@@ -23,6 +24,7 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         noise=query_str("noise"),
         refresh=query_bool("refresh"),
         round=query_str("round"),
+        role=current_role(),
     )
 
 
