@@ -23,8 +23,10 @@ lint: $(STAMP)
 	for d in shared client aggregator; do ln -sfn ../../../$$d $(VENV)/mypy-src/deniable/$$d; done
 	cd $(VENV)/mypy-src && ../bin/mypy --config-file ../../pyproject.toml -p deniable
 
+# The demo's figure goes to $(DEMO_OUT)/deniable-demo.png (the demo prints the path).
+DEMO_OUT ?= demo-output
 demo: $(STAMP)
-	$(BIN)/deniable demo
+	$(BIN)/deniable demo --out $(DEMO_OUT)
 
 # The benchmarks print figures and ratios (goals in each file's docstring); peers come with the bench extra.
 bench: $(STAMP)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,9 @@ __all__ = [
 
 #: The category whose count is estimated (the sensitive "yes").
 TARGET = 1
+
+#: Largest n simulated for the figure when k > 2 (each trial then simulates the whole population).
+_MEASURE_MAX_K = 100_000
 
 
 @dataclass(frozen=True)
@@ -265,14 +269,18 @@ def error_curves(
     trials: int,
     rng: np.random.Generator,
     n_max: int = 1_000_000,
+    measure_max: int | None = None,
     progress: bool = False,
 ) -> list[ErrorCurve]:
-    """Local and central error against n (10² … n_max) for each ε, measured at each power of ten."""
+    """Local and central error against n (10² … n_max, at least 10³) for each ε: the formulas as lines and
+    simulations at each power of ten and at n_max itself, up to ``measure_max`` (default n_max)."""
     import numpy as np
     from tqdm import tqdm
 
+    n_max = max(int(n_max), 1000)
     line_n = np.logspace(2, math.log10(n_max), 50)
-    points = [10**e for e in range(2, int(math.log10(n_max)) + 1)]
+    top = n_max if measure_max is None else min(n_max, int(measure_max))
+    points = sorted({*(10**e for e in range(2, int(math.log10(top)) + 1)), top})
     curves = []
     grid = [(eps, n) for eps in epsilons for n in points]
     measured: dict[tuple[float, int], Comparison] = {}
@@ -314,23 +322,29 @@ def error_curves(
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from .plots import plot_error_curves, plot_path
+
     rng = np.random.default_rng(args.seed)
     try:
+        plot = None if args.plot is None else plot_path(args.plot)  # refuse a bad path before simulating
         result = compare(n=args.n, p=args.p, epsilon=args.epsilon, k=args.k, trials=args.trials, rng=rng, progress=True)
-    except InvalidParameter as exc:
-        print(f"deniable compare: {exc}")
+    except (InvalidParameter, ValueError) as exc:
+        print(f"deniable compare: {exc}", file=sys.stderr)
         return 2
     print(result.table())
-    if args.plot:
-        from .plots import plot_error_curves
-
-        epsilons = sorted({0.5, 1.0, 2.0, args.epsilon})
-        n_max = 1_000_000 if args.k == 2 else 100_000
+    if plot is not None:
+        # The figure is of this run: its ε, its p and k, n up to --n, with this run's two sds marked.
         curves = error_curves(
-            epsilons=epsilons, p=args.p, k=args.k, trials=args.trials, rng=rng, n_max=n_max, progress=True
-        )
-        path = plot_error_curves(curves, args.plot, title=f"count error, p = {args.p:g}, k = {args.k}")
-        print(f"plot written to {path}")
+            epsilons=[args.epsilon], p=args.p, k=args.k, trials=args.trials, rng=rng, n_max=args.n,
+            measure_max=None if args.k == 2 else _MEASURE_MAX_K, progress=True,
+        )  # fmt: skip
+        markers = [
+            (f"this run: local, n = {args.n}", float(args.n), result.local.measured_sd),
+            (f"this run: central, n = {args.n}", float(args.n), result.laplace.measured_sd),
+        ]
+        title = f"count error at ε = {args.epsilon:g}, p = {args.p:g}, k = {args.k}"
+        written = plot_error_curves(curves, plot, title=title, markers=markers)
+        print(f"plot written to {written}")
     return 0
 
 
@@ -348,5 +362,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--k", type=int, default=2, help="number of categories (default 2)")
     parser.add_argument("--trials", type=int, default=200, help="simulated runs (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="numpy seed (default 0)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also draw error against n for several ε")
+    parser.add_argument(
+        "--plot", metavar="FILE.png",
+        help="also draw the error against n (up to --n, at --epsilon) to this file; .png is added to a name "
+        "without a suffix, and its folder must exist",
+    )
     parser.set_defaults(func=_run, extra="aggregator")

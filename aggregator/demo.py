@@ -10,7 +10,10 @@
    envelopes, batched delivery). The central campaign needs the devices' explicit opt-in
    (``allow_central=True``), which the demo gives on the simulated users' behalf and says so.
 4. Prints truth, local estimate ± CI and central release ± CI, and writes the error-against-n figure of
-   ``deniable compare`` with this run's two standard errors marked.
+   ``deniable compare`` with this run's two standard errors marked, to ``deniable-demo.png`` in the ``--out``
+   folder (default: the working directory; ``make demo`` uses ``demo-output/``), and prints its path.
+
+It starts by saying in one sentence what ε means, since every number it prints depends on it.
 
 The server is stopped and the data dir removed in a ``finally``: nothing is left running after an error
 or Ctrl-C.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import secrets
 import signal
@@ -41,9 +45,13 @@ from deniable.shared.campaign import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 
+from .plots import plot_path
+
 __all__ = ["DemoServer", "register", "run_demo", "running_server"]
 
 QUESTION = "Have you used an illegal drug in the past year?"
+#: Name of the figure in the ``--out`` folder.
+PLOT_NAME = "deniable-demo.png"
 CATEGORIES = ["no", "yes"]
 STARTUP_TIMEOUT = 30.0
 
@@ -151,6 +159,31 @@ def _row(label: str, body: dict[str, Any]) -> tuple[str, float, float, float]:
     return label, yes["count"], yes["ci"][1] - yes["count"], yes["stderr"]
 
 
+def epsilon_sentence(epsilon: float) -> str:
+    """What ε means, in one plain sentence, at this ε."""
+    ratio = math.exp(epsilon)
+    return (
+        f"ε = {epsilon:g} means that whatever one person answers, what the analyst sees (a randomized report, "
+        f"a noisy release) is at most e^{epsilon:g} ≈ {ratio:.3g} times more likely under that answer than "
+        "under any other, so no single answer can be told from the data with confidence (smaller ε: more "
+        "deniable, noisier estimates)."
+    )
+
+
+def _plot_target(args: argparse.Namespace) -> Path | None:
+    """Where the figure goes: ``--plot FILE``, else ``PLOT_NAME`` in ``--out`` (created if only it is missing)."""
+    if args.no_plot:
+        return None
+    if args.plot is not None:
+        return plot_path(args.plot)
+    out = Path(args.out)
+    if not out.is_dir():
+        if not out.parent.is_dir():
+            raise ValueError(f"cannot create the output folder {out}: its parent {out.parent} does not exist")
+        out.mkdir()
+    return plot_path(out / PLOT_NAME)
+
+
 def run_demo(
     *, n: int, p: float, epsilon: float, budget: float, plot: Path | None, seed: int | None, workers: int = 2
 ) -> dict[str, Any]:
@@ -158,6 +191,7 @@ def run_demo(
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    print(epsilon_sentence(epsilon), flush=True)
     truth_values = rng.random(n) < p
     answers = [CATEGORIES[int(v)] for v in truth_values]
     truth = int(truth_values.sum())
@@ -201,8 +235,8 @@ def run_demo(
 
         curves = error_curves(epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000)
         markers = [(f"this run: {label}", float(n), stderr) for label, _, _, stderr in rows]
-        plot_error_curves(curves, plot, title=f"local vs central count error, p = {p:g}", markers=markers)
-        print(f"comparison plot written to {plot}")
+        written = plot_error_curves(curves, plot, title=f"local vs central count error, p = {p:g}", markers=markers)
+        print(f"comparison plot written to {written.absolute()}")
     print("server stopped; nothing left running")
     return {"truth": truth, "local": local, "central": central, "plot": plot}
 
@@ -218,14 +252,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"deniable demo: need --n >= 10 and --p in (0, 1), got --n {args.n} and --p {args.p:g}")
         return 2
     try:
-        run_demo(
-            n=args.n,
-            p=args.p,
-            epsilon=args.epsilon,
-            budget=args.budget,
-            plot=None if args.no_plot else args.plot,
-            seed=args.seed,
-        )
+        plot = _plot_target(args)
+    except ValueError as exc:
+        print(f"deniable demo: {exc}")
+        return 2
+    try:
+        run_demo(n=args.n, p=args.p, epsilon=args.epsilon, budget=args.budget, plot=plot, seed=args.seed)
     except KeyboardInterrupt:
         print("\ninterrupted; the server was stopped")
         return 130
@@ -249,10 +281,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--budget", type=float, default=3.0, help="central ε budget, at least --epsilon (default 3)")
     parser.add_argument("--seed", type=int, default=None, help="numpy seed of the simulated population")
     parser.add_argument(
-        "--plot",
-        type=Path,
-        default=Path(tempfile.gettempdir()) / "deniable-demo.png",
-        help="where to write the comparison plot (default: deniable-demo.png in the temp dir)",
+        "--out", default=".", metavar="DIR",
+        help=f"folder of the comparison plot, {PLOT_NAME} (created if missing; default: the working directory)",
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, metavar="FILE.png",
+        help=f"write the comparison plot to this file instead of DIR/{PLOT_NAME}",
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
     parser.set_defaults(func=_run, extra="aggregator")

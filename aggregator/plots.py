@@ -13,10 +13,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .compare import ErrorCurve
 
-__all__ = ["Marker", "plot_error_curves"]
+__all__ = ["Marker", "plot_error_curves", "plot_path"]
 
 #: A labelled point to draw on top of the curves, e.g. the demo's own run: (label, n, sd).
 Marker = tuple[str, float, float]
+
+
+def plot_path(path: str | Path) -> Path:
+    """Where a figure asked for as ``path`` is written: ``.png`` added when the name has no suffix
+    (``out`` → ``out.png``); ``ValueError`` if its folder does not exist (it is never created silently)."""
+    path = Path(path)
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"cannot write the plot to {path}: the folder {folder} does not exist; create it first")
+    return path
 
 
 def plot_error_curves(
@@ -26,14 +38,14 @@ def plot_error_curves(
     title: str = "count error",
     markers: Sequence[Marker] = (),
 ) -> Path:
-    """Draw ``curves`` (and ``markers``) to ``path`` (PNG, or any format matplotlib knows); return it."""
+    """Draw ``curves`` (and ``markers``) to :func:`plot_path` of ``path`` (PNG, or any format matplotlib
+    knows by the suffix); return the path written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = plot_path(path)
     epsilons = sorted({c.epsilon for c in curves})
     colours = {eps: plt.get_cmap("viridis")(i / max(1, len(epsilons) - 1) * 0.85) for i, eps in enumerate(epsilons)}
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)

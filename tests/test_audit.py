@@ -93,7 +93,7 @@ def test_bad_parameters_are_refused_with_a_clear_message() -> None:
         audit("grr", epsilon=1.0, k=4, trials=10)
     with pytest.raises(InvalidParameter, match="'mechanism' must be one of"):
         audit("exponential", epsilon=1.0)
-    with pytest.raises(InvalidParameter, match="'epsilon' must be a finite number"):
+    with pytest.raises(InvalidParameter, match=r"'epsilon' must be a number in \[1e-06, 20\], got 0"):
         audit("grr", epsilon=0.0, k=4)
 
 
@@ -116,3 +116,35 @@ def test_the_exact_samplers_the_product_runs_stay_within_epsilon(mechanism: str,
     result = audit(mechanism, epsilon=1.0, k=k, trials=16_000, confidence=1 - 1e-6, seed=5, exact=True)
     assert not result.violated, result.summary()
     assert result.epsilon_lower_bound > 0.5, result.summary()
+
+
+def _exact_distance(mechanism: str, epsilon: float, k: int) -> float:
+    """The total-variation distance of the two laws the audit compares, from their formulas."""
+    e, a = math.exp(epsilon), math.exp(-epsilon)
+    return {
+        "binary-rr": (e - 1) / (e + 1),  # p − q of randomized response
+        "grr": (e - 1) / (e + k - 1),  # p − q: the supports of 0 and 1 differ in two outcomes
+        "discrete-laplace": (1 - a) / (1 + a),  # P(Z = 0): Σ max(p0 − p1, 0) telescopes to it
+        "laplace": 1 - math.exp(-epsilon / 2),  # a shift by 1 of Laplace(1/ε) (lattice 2^−20: exact too)
+        "subsample": 0.1,  # P(target released) = p
+    }[mechanism]
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "epsilon"),
+    [("laplace", 1.0), ("laplace", 0.3), ("discrete-laplace", 1.0), ("binary-rr", 1.0), ("grr", 2.0),
+     ("subsample", 1.0)],
+)  # fmt: skip
+def test_the_statistical_distance_is_the_exact_total_variation(mechanism: str, epsilon: float) -> None:
+    """The measured distance agrees with the exact one within Z standard errors of a difference of two
+    held-out proportions (sd ≤ √(1/(2N))), and its lower bound holds."""
+    k, trials = 4, 200_000
+    result = audit(mechanism, epsilon=epsilon, k=k, trials=trials, seed=11)
+    exact = _exact_distance(mechanism, epsilon, k)
+    n0, n1 = result.runs
+    sd = math.sqrt(0.25 / n0 + 0.25 / n1)
+    assert abs(result.statistical_distance - exact) <= 4.89 * sd, (result.statistical_distance, exact)
+    assert result.statistical_distance_lower <= exact
+    # One event's gap is itself a lower bound on the distance: the reported distance is never below it.
+    (k0, k1), gap = result.hits, abs(result.hits[0] / n0 - result.hits[1] / n1)
+    assert result.statistical_distance >= gap - 4.89 * sd, (k0, k1)

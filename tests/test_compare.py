@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -96,6 +99,46 @@ def test_plot_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_bad_arguments_get_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "--p", "1.5"]) == 2
-    assert "'p' must be a proportion in (0, 1), got 1.5" in capsys.readouterr().out
+    assert "'p' must be a proportion in (0, 1), got 1.5" in capsys.readouterr().err
     assert main(["compare", "--trials", "3"]) == 2
-    assert "'trials' must be at least 10" in capsys.readouterr().out
+    assert "'trials' must be at least 10" in capsys.readouterr().err
+    assert main(["compare", "--epsilon", "0"]) == 2
+    assert "'epsilon' must be a number in [1e-06, 20], got 0" in capsys.readouterr().err
+
+
+def test_plot_path_gets_png_and_the_message_names_the_file_written(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("deniable")), "compare", "--n", "1000", "--trials", "20", "--plot", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "plot written to out.png" in done.stdout
+    assert (tmp_path / "out.png").read_bytes()[:4] == b"\x89PNG" and not (tmp_path / "out").exists()
+
+
+def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "deeper"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("deniable")), "compare", "--plot", str(missing / "x.png")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"the folder {missing} does not exist" in done.stderr
+    assert not (tmp_path / "nope").exists() and "population" not in done.stdout
+
+
+def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The curves are drawn at --epsilon only, up to --n, with this run's two sds marked at n."""
+    drawn: dict[str, Any] = {}
+
+    def capture(curves: Any, path: Any, *, title: str, markers: Any = ()) -> Path:
+        drawn.update(curves=curves, title=title, markers=markers)
+        return Path(path)
+
+    monkeypatch.setattr("deniable.aggregator.plots.plot_error_curves", capture)
+    args = ["compare", "--n", "3000", "--epsilon", "2", "--trials", "20", "--plot", str(tmp_path / "f.png")]
+    assert main(args) == 0
+    assert {c.epsilon for c in drawn["curves"]} == {2.0}
+    assert all(c.n[-1] == pytest.approx(3000) and c.measured_n[-1] == 3000 for c in drawn["curves"])
+    assert "ε = 2" in drawn["title"]
+    assert [n for _, n, _ in drawn["markers"]] == [3000.0, 3000.0]

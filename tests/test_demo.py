@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 
-def _demo(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def _demo(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "deniable.aggregator.cli", "demo", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -29,14 +30,15 @@ def _listening(port: int) -> bool:
 
 
 def _server_processes(data_dir: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    # -ww: never cut the command line (ps cuts it to $COLUMNS otherwise, and the data dir with it)
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if data_dir in line and "serve" in line]
 
 
 def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
-    plot = tmp_path / "demo.png"
+    plot = tmp_path / "out" / "deniable-demo.png"  # --out is created; the figure goes under it
     n = 400
-    process = _demo("--n", str(n), "--seed", "3", "--plot", str(plot))
+    process = _demo("--n", str(n), "--seed", "3", "--out", "out", cwd=tmp_path)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, out + err
     truth = int(re.search(r"^truth\s+(\d+)$", out, re.M).group(1))  # type: ignore[union-attr]
@@ -52,6 +54,7 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     assert float(local.group(3)) > 10 * float(central.group(3))
     assert "ε spent 1 of 3 (2 left)" in out
     assert "opted in to trust the curator" in out
+    assert out.startswith("ε = 1 means that whatever one person answers") and "≈ 2.72 times" in out
     assert f"comparison plot written to {plot}" in out
     assert plot.read_bytes()[:4] == b"\x89PNG"
     assert "devices" in err  # the progress bars
@@ -66,7 +69,7 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
 def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
     process = _demo("--n", "20000", "--no-plot")
     assert process.stdout is not None
-    line = process.stdout.readline()
+    line = process.stdout.readline() + process.stdout.readline()  # what ε means, then the server
     url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", line)
     assert url is not None, line
     port, data_dir = int(url.group(1)), url.group(2)
@@ -81,11 +84,16 @@ def test_ctrl_c_stops_the_server(tmp_path: Path) -> None:
     assert not Path(data_dir).exists()
 
 
-def test_bad_arguments_are_refused_before_starting_anything() -> None:
+def test_bad_arguments_are_refused_before_starting_anything(tmp_path: Path) -> None:
     process = _demo("--n", "5")
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "need --n >= 10" in out
+    missing = tmp_path / "no" / "such"
+    process = _demo("--out", str(missing))
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 2 and f"its parent {missing.parent} does not exist" in out
+    assert not (tmp_path / "no").exists()
 
 
 def test_the_epsilon_range_is_the_campaigns_and_refused_before_starting_anything() -> None:
@@ -96,12 +104,21 @@ def test_the_epsilon_range_is_the_campaigns_and_refused_before_starting_anything
 
 
 def test_a_failure_midway_is_reported_and_stops_the_server() -> None:
-    """The server refuses every report batch (bodies over 1 KiB get 413): the demo says so, exits 1 and leaves
-    nothing behind."""
-    process = _demo("--n", "20", "--no-plot", env={"DENIABLE_MAX_BODY_BYTES": "1024"})
-    out, _ = process.communicate(timeout=60)
+    """The aggregator dies while the fleet is sending: the demo says so, exits 1 and leaves nothing behind."""
+    process = _demo("--n", "20000", "--no-plot")
+    assert process.stdout is not None
+    head = process.stdout.readline() + process.stdout.readline()
+    url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", head)
+    assert url is not None, head
+    time.sleep(1.0)  # let the fleet start sending
+    servers = _server_processes(url.group(2))
+    assert servers, "the demo's server is not running"
+    for line in servers:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    out, _ = process.communicate(timeout=120)
+    out = head + out
     assert process.returncode == 1, out
-    assert "deniable demo failed: demo-local: only 0 of 20 reports were accepted" in out
+    assert "deniable demo failed: " in out and "the server was stopped" in out
     url = re.search(r"127\.0\.0\.1:(\d+) \(data in (\S+),", out)
     assert url is not None
     assert not _listening(int(url.group(1)))
