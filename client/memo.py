@@ -47,8 +47,11 @@ from .drbg import HmacDrbg
 
 __all__ = ["PERSONALIZATION", "ROUND_PERSONALIZATION", "permanent_response", "round_report_id"]
 
-#: Personalization string of the permanent-response DRBG (domain separation from any other use).
-PERSONALIZATION = b"deniable/permanent-rr/v1"
+#: Personalization string of the permanent-response DRBG (domain separation from any other use). v2: the
+#: fixed-pattern samplers draw a different report from the same DRBG stream than v1's rejection samplers;
+#: a new personalization gives each new permanent response a new report id, so the ledger charges it as
+#: the new report it is instead of taking it for the v1 report it already paid for.
+PERSONALIZATION = b"deniable/permanent-rr/v2"
 #: Personalization string of the DRBG deriving a round's report id.
 ROUND_PERSONALIZATION = b"deniable/round-report-id/v1"
 

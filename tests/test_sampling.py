@@ -21,11 +21,12 @@ from deniable.shared import sampling
 from deniable.shared.sampling import (
     bernoulli,
     bernoulli_exp,
-    bernoulli_flip,
     discrete_laplace,
     exact_fraction,
-    randomized_choice,
+    exp_lower,
+    randomized_response,
     seeded_randbelow,
+    unary_bits,
 )
 
 ALPHA = 1e-6
@@ -54,20 +55,85 @@ def test_bernoulli_exp_matches_exp_minus_gamma(gamma: Fraction) -> None:
     assert binomial_ok(hits, n, math.exp(-float(gamma)))
 
 
-@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0, math.log(3)])
-def test_bernoulli_flip_is_one_over_e_eps_plus_one(eps: float) -> None:
-    n, randbelow = 40_000, source(2)
-    hits = sum(bernoulli_flip(Fraction(eps), randbelow) for _ in range(n))
-    assert binomial_ok(hits, n, 1 / (math.exp(eps) + 1))
+def _exp_bounds(epsilon: Fraction) -> tuple[Fraction, Fraction]:
+    """L ≤ e^ε ≤ U from the Taylor series: L = Σ_{j≤m} ε^j/j!, U = L + ε^(m+1)/(m+1)!·1/(1 − ε/(m+2))."""
+    total, term, j = Fraction(0), Fraction(1), 0
+    while True:
+        total += term
+        j += 1
+        term = term * epsilon / j
+        if j > 2 * epsilon + 2 and term < total * Fraction(1, 10**50):
+            return total, total + term / (1 - epsilon / (j + 1))
 
 
-@pytest.mark.parametrize(("k", "eps"), [(2, 1.0), (4, 0.5), (16, 1.0), (5, 3.0)])
-def test_randomized_choice_has_the_grr_law(k: int, eps: float) -> None:
+@pytest.mark.parametrize(
+    "epsilon", [Fraction(1e-6), Fraction(0.1), Fraction(1), Fraction(math.log(3)), Fraction(1, 3), Fraction(5),
+                Fraction(10.0), Fraction(13.7), Fraction(20)]
+)  # fmt: skip
+def test_exp_lower_is_at_most_e_eps_and_within_its_bound(epsilon: Fraction) -> None:
+    r = exp_lower(epsilon)
+    low, high = _exp_bounds(epsilon)
+    assert r <= low  # hence r ≤ e^ε: the likelihood ratio r never exceeds e^ε
+    assert (high - r) / high < Fraction(2, 10 ** (sampling.RR_DIGITS - 1))
+    assert exp_lower(Fraction(0)) == 1
+    with pytest.raises(ValueError, match=">= 0"):
+        exp_lower(Fraction(-1))
+
+
+def _fixed(u: int) -> sampling.RandBelow:
+    """A randbelow that always answers u (checked against the bound it is asked for)."""
+
+    def randbelow(n: int) -> int:
+        assert 0 <= u < n
+        return u
+
+    return randbelow
+
+
+@pytest.mark.parametrize(("k", "eps"), [(2, 1.0), (4, 0.5), (16, 1.0), (5, 3.0), (7, 20.0)])
+def test_randomized_response_maps_its_one_draw_exactly(k: int, eps: float) -> None:
+    """Exact law: of the a + (k−1)·b outcomes of the one draw, the first a give x and each following block
+    of b gives x+1, x+2, … mod k; probing the block edges proves the preimage sizes a, b, …, b."""
+    r = exp_lower(Fraction(eps))
+    a, b = r.numerator, r.denominator
+    for x in (0, k - 1, k // 2):
+        assert randomized_response(x, k, r, _fixed(0)) == x
+        assert randomized_response(x, k, r, _fixed(a - 1)) == x
+        for j in range(1, k):
+            assert randomized_response(x, k, r, _fixed(a + (j - 1) * b)) == (x + j) % k
+            assert randomized_response(x, k, r, _fixed(a + j * b - 1)) == (x + j) % k
+        with pytest.raises(AssertionError):
+            randomized_response(x, k, r, _fixed(a + (k - 1) * b))  # the bound is a + (k−1)·b
+
+
+@pytest.mark.parametrize(("k", "eps"), [(2, 1.0), (16, 1.0), (5, 3.0)])
+def test_randomized_response_has_the_grr_law(k: int, eps: float) -> None:
     n, x, randbelow = 30_000, 1, source(3)
-    draws = np.bincount([randomized_choice(x, k, Fraction(eps), randbelow) for _ in range(n)], minlength=k)
+    r = exp_lower(Fraction(eps))
+    draws = np.bincount([randomized_response(x, k, r, randbelow) for _ in range(n)], minlength=k)
     probs = np.full(k, 1.0)
     probs[x] = math.exp(eps)
     assert chisquare_ok(draws, probs)
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 10.0])
+def test_unary_bits_take_both_coins_from_each_draw(eps: float) -> None:
+    """Per bit u = randbelow(2(a+b)): the fair coin is u mod 2, the q-coin ⌊u/2⌋ < b (mass b of a+b)."""
+    r = exp_lower(Fraction(eps))
+    a, b = r.numerator, r.denominator
+    k, x = 5, 2
+    assert unary_bits(x, k, r, _fixed(2 * b - 2)) == 0b11011  # q-coins 1, fair coin 0
+    assert unary_bits(x, k, r, _fixed(2 * b - 1)) == 0b11111  # q-coins 1, fair coin 1
+    assert unary_bits(x, k, r, _fixed(2 * b)) == 0b00000  # q-coins 0 from ⌊u/2⌋ = b on
+    assert unary_bits(x, k, r, _fixed(2 * (a + b) - 1)) == 0b00100
+    n, randbelow = 20_000, source(2)
+    ones = np.zeros(k)
+    for _ in range(n):
+        mask = unary_bits(x, k, r, randbelow)
+        ones += [(mask >> v) & 1 for v in range(k)]
+    q = 1 / (math.exp(eps) + 1)
+    for v in range(k):
+        assert binomial_ok(int(ones[v]), n, 0.5 if v == x else q)
 
 
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3, 2)])
@@ -119,8 +185,8 @@ def test_injected_randbelow_makes_the_samplers_deterministic() -> None:
 
         return randbelow
 
-    a = [randomized_choice(2, 8, Fraction(1), source(7)) for _ in range(50)]
-    b = [randomized_choice(2, 8, Fraction(1), source(7)) for _ in range(50)]
+    a = [randomized_response(2, 8, exp_lower(Fraction(1)), source(7)) for _ in range(50)]
+    b = [randomized_response(2, 8, exp_lower(Fraction(1)), source(7)) for _ in range(50)]
     assert a == b
 
 
@@ -147,7 +213,7 @@ def test_the_product_paths_default_to_secrets() -> None:
     from deniable.shared.mechanisms import GRR, OLH, OUE
 
     functions = [
-        sampling.bernoulli, sampling.bernoulli_exp, sampling.bernoulli_flip, sampling.randomized_choice,
+        sampling.bernoulli, sampling.bernoulli_exp, sampling.randomized_response, sampling.unary_bits,
         sampling.geometric_exp, sampling.discrete_laplace, sampling.discrete_gaussian,
         GRR.randomize, OUE.randomize, OLH.randomize,
         central.sample_noise, central.noisy_counts,

@@ -8,6 +8,7 @@ aggregator never derive p or q twice.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidParameter
 from ..limits import MECHANISM_EPSILON, check_range
-from ..sampling import RandBelow
+from ..sampling import RandBelow, exp_lower
 from .estimate import Estimate, Tally
 
 if TYPE_CHECKING:
@@ -67,6 +68,16 @@ class Mechanism(ABC):
     def epsilon_exact(self) -> Fraction:
         """ε as the exact rational value of its float: what the exact samplers use."""
         return Fraction(self.epsilon)
+
+    @functools.cached_property
+    def weight(self) -> Fraction:
+        """The rational r ≤ e^ε that randomized response weighs the true value by (exactly ln(r)-LDP).
+
+        e^ε·(1 − 10⁻³⁸) < r ≤ e^ε (:func:`deniable.shared.sampling.exp_lower`): a fixed pattern of uniform
+        draws can only produce rational probabilities. p* and q* are computed from r, exactly, then rounded
+        once to a float, so the estimator matches the sampler to the last bit.
+        """
+        return exp_lower(self.epsilon_exact)
 
     @property
     @abstractmethod

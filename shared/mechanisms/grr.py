@@ -7,18 +7,20 @@ value with q = 1/(e^ε+k−1). p/q = e^ε, so it is ε-LDP. Support(y) = {y}, p*
 
 BinaryRR (Warner 1965): GRR with k = 2, keep probability e^ε/(e^ε+1). p + q = 1, so the variance is the
 constant n·e^ε/(e^ε−1)² whatever the true count (≈ 303² at n = 10⁵, ε = 1).
+
+e^ε stands for the mechanism's rational weight r ≤ e^ε (within 10⁻³⁸, :attr:`Mechanism.weight`): it lets one
+draw of fixed bound decide the report, so the draws never depend on the value (``deniable.shared.sampling``).
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidReport
-from ..sampling import RandBelow, randomized_choice
+from ..sampling import RandBelow, randomized_response
 from .base import Mechanism
 from .estimate import Tally
 
@@ -36,20 +38,24 @@ class GRR(Mechanism):
 
     @property
     def p_star(self) -> float:
-        return 1.0 / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
+        """r/(r+k−1) with r ≤ e^ε the rational weight (:attr:`weight`), rounded once."""
+        r = self.weight
+        return float(r / (r + self.k - 1))
 
     @property
     def gap(self) -> float:
-        """p − q = (1 − e^(−ε))/(1 + (k−1)e^(−ε)), computed with expm1 so it stays exact for small ε."""
-        return -math.expm1(-self.epsilon) / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
+        """p − q = (r − 1)/(r + k − 1), exact before its one rounding (no cancellation at small ε)."""
+        r = self.weight
+        return float((r - 1) / (r + self.k - 1))
 
     @property
     def q_star(self) -> float:
-        return math.exp(-self.epsilon) / (1.0 + (self.k - 1) * math.exp(-self.epsilon))
+        r = self.weight
+        return float(1 / (r + self.k - 1))
 
     def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> int:
-        """Exact GRR from ``randbelow``: see :func:`deniable.shared.sampling.randomized_choice`."""
-        return randomized_choice(self.check_value(value), self.k, self.epsilon_exact, randbelow)
+        """Exact GRR in one draw of fixed bound: :func:`deniable.shared.sampling.randomized_response`."""
+        return randomized_response(self.check_value(value), self.k, self.weight, randbelow)
 
     def simulate(self, values: Any, *, rng: np.random.Generator) -> np.ndarray:
         """Keep each value with probability p, else move it to a uniform one of the other k−1 values."""

@@ -26,7 +26,7 @@ from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ..errors import InvalidReport
-from ..sampling import RandBelow, randomized_choice
+from ..sampling import RandBelow, randomized_response
 from .base import Mechanism
 from .estimate import Tally
 
@@ -77,7 +77,9 @@ class OLH(Mechanism):
 
     @property
     def p_star(self) -> float:
-        return 1.0 / (1.0 + (self.g - 1) * math.exp(-self.epsilon))
+        """r/(r+g−1) with r ≤ e^ε the rational weight (:attr:`weight`), rounded once."""
+        r = self.weight
+        return float(r / (r + self.g - 1))
 
     @property
     def q_star(self) -> float:
@@ -85,15 +87,16 @@ class OLH(Mechanism):
 
     @property
     def gap(self) -> float:
-        """p* − 1/g = (g−1)(e^ε−1)/(g(e^ε+g−1))."""
-        g = self.g
-        return (g - 1) * math.expm1(self.epsilon) / (g * (math.exp(self.epsilon) + g - 1))
+        """p* − 1/g = (g−1)(r−1)/(g(r+g−1)), exact before its one rounding."""
+        g, r = self.g, self.weight
+        return float((g - 1) * (r - 1) / (g * (r + g - 1)))
 
     def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> OLHReport:
-        """Fresh seed from ``randbelow``, then exact g-ary randomized response on the hashed value."""
+        """Fresh seed, then g-ary randomized response on the hashed value: two draws, of bounds 2^64 and
+        a + (g−1)·b, whatever the value (:func:`deniable.shared.sampling.randomized_response`)."""
         x = self.check_value(value)
         seed = randbelow(1 << _SEED_BITS)
-        y = randomized_choice(olh_hash(seed, x, self.g), self.g, self.epsilon_exact, randbelow)
+        y = randomized_response(olh_hash(seed, x, self.g), self.g, self.weight, randbelow)
         return OLHReport(seed, y)
 
     def simulate(self, values: Any, *, rng: np.random.Generator) -> OLHReports:

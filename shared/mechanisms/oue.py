@@ -8,17 +8,19 @@ the set of ones, p* = 1/2, q* = 1/(e^ε+1), and since (1−p*−q*)/(p*−q*) = 
 
 Bits are independent, so Cov(ĉ_j, ĉ_l) = 0. A report is k bits: as an integer bitmask on the device,
 as ⌈k/4⌉ lowercase hex digits on the wire.
+
+e^ε stands for the rational weight r ≤ e^ε (within 10⁻³⁸, :attr:`Mechanism.weight`): each bit draws both of
+its candidate coins from one draw of fixed bound, so the draws never depend on the value.
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidReport
-from ..sampling import RandBelow, bernoulli_flip
+from ..sampling import RandBelow, unary_bits
 from .base import Mechanism
 from .estimate import Tally
 
@@ -42,12 +44,14 @@ class OUE(Mechanism):
 
     @property
     def q_star(self) -> float:
-        return 1.0 / (math.exp(self.epsilon) + 1.0)
+        """1/(r+1) with r ≤ e^ε the rational weight (:attr:`weight`), rounded once."""
+        return float(1 / (self.weight + 1))
 
     @property
     def gap(self) -> float:
-        """1/2 − 1/(e^ε+1) = (e^ε−1)/(2(e^ε+1))."""
-        return math.expm1(self.epsilon) / (2.0 * (math.exp(self.epsilon) + 1.0))
+        """1/2 − 1/(r+1) = (r−1)/(2(r+1)), exact before its one rounding."""
+        r = self.weight
+        return float((r - 1) / (2 * (r + 1)))
 
     @property
     def hex_digits(self) -> int:
@@ -55,15 +59,9 @@ class OUE(Mechanism):
         return (self.k + 3) // 4
 
     def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> int:
-        """Bit x is a fair coin; every other bit is an exact Bernoulli(1/(e^ε+1))."""
-        x = self.check_value(value)
-        eps = self.epsilon_exact
-        mask = 0
-        for v in range(self.k):
-            bit = randbelow(2) == 1 if v == x else bernoulli_flip(eps, randbelow)
-            if bit:
-                mask |= 1 << v
-        return mask
+        """Bit x a fair coin, every other bit an exact Bernoulli(1/(r+1)): k draws of one fixed bound
+        (:func:`deniable.shared.sampling.unary_bits`)."""
+        return unary_bits(self.check_value(value), self.k, self.weight, randbelow)
 
     def simulate(self, values: Any, *, rng: np.random.Generator) -> np.ndarray:
         """A boolean (n, k) matrix: Bernoulli(q) everywhere, Bernoulli(1/2) on each true bit."""
