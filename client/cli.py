@@ -27,7 +27,7 @@ from deniable.shared.limits import DEVICE_BUDGET_MAX
 
 from .device import Client
 from .ledger import build_ledger, fmt_epsilon
-from .state import DB_FILE, DeviceState, default_state_dir, state_errors
+from .state import DB_FILE, SECRET_FILE, DeviceState, default_state_dir, state_errors
 
 __all__ = ["register"]
 
@@ -55,6 +55,10 @@ def register(subparsers: Any) -> None:
         help="a public group attribute the campaign asks for (repeatable), e.g. country=NL",
     )
     _state_dir_option(submit)
+    submit.add_argument(
+        "--reset-ledger", action="store_true",
+        help="start a new ledger over a device secret whose ledger was lost (the old spends are then unknown)",
+    )
     submit.add_argument("--recurring", action="store_true", help="permanent randomized response per value")
     submit.add_argument(
         "--round", default=None, metavar="LABEL",
@@ -108,6 +112,7 @@ def _submit(args: argparse.Namespace) -> int:
             max_epsilon_per_campaign=args.max_epsilon,
             lifetime_budget=args.lifetime_budget,
             allow_central=args.allow_central,
+            reset_ledger=args.reset_ledger,
         ) as client:
             groups = dict(args.group) or None
             receipt = client.submit(args.campaign, args.value, groups, recurring=args.recurring, round=args.round)
@@ -158,7 +163,7 @@ def _ledger(args: argparse.Namespace) -> int:
     except DeniableError as exc:
         print(f"deniable ledger: {exc}", file=sys.stderr)
         return 1
-    if (state_dir / DB_FILE).exists():
+    if (state_dir / DB_FILE).exists() or (state_dir / SECRET_FILE).exists():  # a secret alone: LedgerLost
         try:
             with state_errors(state_dir):
                 state = DeviceState(state_dir)  # read only: no network, nothing spent

@@ -8,7 +8,9 @@ Order of operations in :meth:`Client.submit`, each step before the next can happ
    are refused unless the client was built with ``allow_central=True``;
 3. in one SQLite transaction: a memoized report is re-queued as it is (same envelope, same report id,
    nothing spent); otherwise the budget is checked (:mod:`deniable.client.ledger`), the value is
-   randomized with the mechanism's exact sampler (:mod:`deniable.client.memo` for recurring campaigns),
+   randomized with the mechanism's exact sampler driven by an HMAC_DRBG derived from the device secret
+   (:mod:`deniable.client.memo`: a one-shot answer and its report id are a function of secret, campaign,
+   config fingerprint and value, so a device whose database was lost re-sends the identical report),
    sealed with HPKE to the campaign key, and the ε spend, the memo and the outbox entry are written
    together. A round of a recurring campaign re-sends the permanent response of its value under the
    round's own report id; ε is spent only for a value never answered before.
@@ -35,9 +37,9 @@ from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OU
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget
-from .memo import permanent_response, round_report_id
+from .memo import one_shot_answer, permanent_response, round_report_id
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
-from .report import central_refusal, privacy_cost, randomize_index, seal_answer
+from .report import central_refusal, privacy_cost, seal_answer
 from .state import (
     DeviceState,
     ExpiredReport,
@@ -95,6 +97,9 @@ class Client:
     Every failure of the device's own storage (a read-only or full disk, a damaged secret or database,
     another process holding the state too long) is a :class:`~deniable.shared.errors.DeviceStateError`
     subclass whose message says what to do; a failed call changes nothing, so nothing queued is lost.
+    A state dir whose secret survives but whose ledger is gone raises
+    :class:`~deniable.shared.errors.LedgerLost` unless ``reset_ledger=True`` (what a reset costs:
+    :mod:`deniable.client.state`).
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class Client:
         retry: RetryPolicy | None = None,
         durability: str = "normal",
         outbox_max_age: float = OUTBOX_MAX_AGE_DEFAULT,
+        reset_ledger: bool = False,
     ) -> None:
         self._per_campaign = _positive("max_epsilon_per_campaign", max_epsilon_per_campaign)
         self._lifetime = _positive("lifetime_budget", lifetime_budget)
@@ -129,7 +135,7 @@ class Client:
         self.allow_central = bool(allow_central)
         self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
         self._lock = threading.RLock()
-        self._state = DeviceState(state_dir, durability=durability)
+        self._state = DeviceState(state_dir, durability=durability, reset_ledger=reset_ledger)
         self._configs: dict[str, CampaignConfig] = {}
         self._outbox = Outbox(
             self._state,
@@ -229,7 +235,8 @@ class Client:
             if first is not None:
                 return self._resend(first, db)
             self._check_budget(config, cost)
-            envelope = seal_answer(config, pseudonym, randomize_index(config, index), groups)
+            report_id, report = one_shot_answer(config, self._state.secret, index)
+            envelope = seal_answer(config, pseudonym, report, groups, report_id=report_id)
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text)
             DeviceState.record_spend(db, row)

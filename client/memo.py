@@ -1,8 +1,16 @@
 """Memoized randomized responses: one report per one-shot campaign, one per (campaign, value) in rounds.
 
-One-shot campaigns (the default): the first ``submit`` randomizes with fresh CSPRNG noise, and the sealed
-envelope is stored with its ε spend; every later ``submit`` to the campaign re-sends that identical
-envelope (same report id, so the aggregator counts it once) and spends nothing.
+One-shot campaigns (the default): the first ``submit`` draws the answer from an HMAC_DRBG (SP 800-90A,
+SHA-256) instantiated with the device secret as entropy input and (campaign id, config fingerprint, value)
+as nonce (:func:`one_shot_answer`), and the sealed envelope is stored with its ε spend; every later
+``submit`` to the campaign re-sends that identical envelope (same report id, so the aggregator counts it
+once) and spends nothing. Because the report *and* its report id are a function of (secret, campaign,
+fingerprint, value), a device whose database was deleted re-derives the identical report under the same
+report id: the aggregator sees a retry, not a fresh randomization (with fresh CSPRNG noise, 200 resets
+would let a majority vote recover the value). The fingerprint (:meth:`CampaignConfig.pinned_fingerprint`)
+is in the nonce so that a campaign re-created with another ε, mechanism or key under the same id gets an
+independent draw rather than a correlated one. A reset device still needs ``reset_ledger=True`` to start
+(:mod:`deniable.client.state` says what a reset costs).
 
 Recurring campaigns (descriptor ``"recurring": true``) collect in *rounds* (``submit(..., recurring=True,
 round="2026-11-29")``), in the manner of RAPPOR's *permanent randomized response* (Erlingsson, Pihur,
@@ -41,17 +49,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from deniable.shared.campaign import CampaignConfig
 from deniable.shared.mechanisms import Mechanism
 
 from .drbg import HmacDrbg
+from .report import randomize_index
 
-__all__ = ["PERSONALIZATION", "ROUND_PERSONALIZATION", "permanent_response", "round_report_id"]
+__all__ = [
+    "ONE_SHOT_PERSONALIZATION",
+    "PERSONALIZATION",
+    "ROUND_PERSONALIZATION",
+    "one_shot_answer",
+    "permanent_response",
+    "round_report_id",
+]
 
 #: Personalization string of the permanent-response DRBG (domain separation from any other use). v2: the
 #: fixed-pattern samplers draw a different report from the same DRBG stream than v1's rejection samplers;
 #: a new personalization gives each new permanent response a new report id, so the ledger charges it as
 #: the new report it is instead of taking it for the v1 report it already paid for.
 PERSONALIZATION = b"deniable/permanent-rr/v2"
+#: Personalization string of the DRBG deriving a one-shot answer and its report id.
+ONE_SHOT_PERSONALIZATION = b"deniable/one-shot/v1"
 #: Personalization string of the DRBG deriving a round's report id.
 ROUND_PERSONALIZATION = b"deniable/round-report-id/v1"
 
@@ -83,3 +102,22 @@ def round_report_id(device_secret: bytes, campaign_id: str, value_index: int, ro
         campaign_id.encode("utf-8") + b"\x00" + value_index.to_bytes(4, "big") + b"\x00" + round.encode("utf-8")
     )
     return str(HmacDrbg(device_secret, nonce, ROUND_PERSONALIZATION).generate(16).hex())
+
+
+def one_shot_answer(config: CampaignConfig, device_secret: bytes, value_index: int) -> tuple[str, Any]:
+    """``(report_id, report)`` of the one-shot answer ``value_index`` to the campaign ``config``.
+
+    Deterministic in (device secret, campaign id, config fingerprint, value). The DRBG nonce is
+    ``len(id) (2 bytes, big endian) ‖ id (UTF-8) ‖ fingerprint (32 bytes) ‖ value (4 bytes, big endian)``;
+    the first 16 bytes generated are the report id, the rest drive the mechanism's exact sampler, so the
+    report has the mechanism's ε-LDP law (computationally, to anyone without the secret). Central
+    campaigns: the report is the value itself (the user opted into the curator), the id is derived alike.
+    """
+    campaign = config.id.encode("utf-8")
+    nonce = (
+        len(campaign).to_bytes(2, "big") + campaign + bytes.fromhex(config.pinned_fingerprint())
+        + value_index.to_bytes(4, "big")
+    )  # fmt: skip
+    drbg = HmacDrbg(device_secret, nonce, ONE_SHOT_PERSONALIZATION)
+    report_id = drbg.generate(16).hex()
+    return report_id, randomize_index(config, value_index, drbg.randbelow)

@@ -18,6 +18,16 @@ What is stored: randomized, HPKE-encrypted envelopes (never the raw value), ε s
 the fingerprints of pinned campaign configs with a label-free summary, and the device secret (32 bytes
 from :mod:`secrets`, file mode 0600 in a 0700 directory). The secret is the root of the device's
 pseudonyms and of its permanent randomized responses; keep the state dir private.
+
+A lost ledger is refused: when the secret survives but the database is gone (deleted, or restored without
+it), the ε spent under that secret is unknown, and a device that simply started a new ledger would hand
+its owner a fresh budget. Opening such a state dir raises :class:`~deniable.shared.errors.LedgerLost`
+unless ``reset_ledger=True``; then the new ledger starts at zero and records when (``ledger_reset_at``).
+What a reset costs: one-shot answers and permanent responses are derived from the secret, so re-answering
+with the same value re-sends the identical report under the same report id (the aggregator sees a retry,
+nothing new is learnt); but the new ledger does not know the old spends, so it under-counts by them, and
+an answer with a *different* value is a new ε-LDP report under the same pseudonym that the aggregator
+decrypts (an honest one then drops it as the device's second answer).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from deniable.shared.errors import (
     DeviceSecretDamaged,
     DeviceStateError,
     InvalidParameter,
+    LedgerLost,
     StateBusy,
     StateCorrupt,
     StateDiskFull,
@@ -234,6 +245,7 @@ class DeviceState:
         *,
         durability: str = "normal",
         busy_timeout: float = STATE_BUSY_TIMEOUT,
+        reset_ledger: bool = False,
     ) -> None:
         if durability not in ("normal", "full"):
             raise InvalidParameter(f"'durability' must be 'normal' or 'full', got {durability!r}")
@@ -241,15 +253,18 @@ class DeviceState:
         self.path: Path | None = None
         self._busy_timeout = busy_timeout
         with state_errors(None if state_dir is None else Path(state_dir).expanduser()):
+            secret_file: Path | None = None
+            secret: bytes | None = None
             if state_dir is None:
-                self._secret = secrets.token_bytes(_SECRET_BYTES)
                 target = ":memory:"
             else:
                 self.path = Path(state_dir).expanduser()
                 self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
                 if stat.S_IMODE(self.path.stat().st_mode) != 0o700:
                     os.chmod(self.path, 0o700)
-                self._secret = _load_or_create_secret(self.path / SECRET_FILE)
+                secret_file = self.path / SECRET_FILE
+                if secret_file.exists():  # read first: a damaged secret is reported as such
+                    secret = _load_or_create_secret(secret_file)
                 db = self.path / DB_FILE
                 os.close(os.open(db, os.O_CREAT | os.O_WRONLY, 0o600))
                 if stat.S_IMODE(db.stat().st_mode) != 0o600:
@@ -259,15 +274,23 @@ class DeviceState:
                 target, isolation_level=None, check_same_thread=False, timeout=busy_timeout
             )
             try:
-                self._setup(durability)
+                self._setup(durability, secret_survives=secret is not None, reset_ledger=reset_ledger)
             except BaseException:
                 self._db.close()
                 raise
+            # a new secret is created after the schema: a crash in between leaves a schema without a
+            # secret (a fresh device next time), never a secret without a ledger (which is refused)
+            if secret is None:
+                secret = secrets.token_bytes(_SECRET_BYTES) if secret_file is None else _load_or_create_secret(secret_file)
+            self._secret = secret
 
-    def _setup(self, durability: str) -> None:
+    def _setup(self, durability: str, *, secret_survives: bool, reset_ledger: bool) -> None:
         """WAL mode and the schema (with its added columns), retried while another process holds the
         database: SQLite answers ``database is locked`` at once, without waiting for the busy timeout, when
-        two connections race to switch a new database to WAL (the first open of a new state dir)."""
+        two connections race to switch a new database to WAL (the first open of a new state dir).
+
+        A surviving secret over a database without the schema is a lost ledger: :class:`LedgerLost`
+        (nothing created) unless ``reset_ledger``, which starts the new ledger and records when."""
         deadline = time.monotonic() + self._busy_timeout
         delay = 0.005
         while True:
@@ -276,6 +299,10 @@ class DeviceState:
                     self._db.execute("PRAGMA journal_mode=WAL")
                     self._db.execute(f"PRAGMA synchronous={durability.upper()}")
                 with self.transaction() as db:
+                    found = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'spent'").fetchone()
+                    lost = secret_survives and found is None
+                    if lost and not reset_ledger:
+                        raise LedgerLost(_ledger_lost_message(self.path))
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             db.execute(statement)
@@ -284,6 +311,8 @@ class DeviceState:
                         if column not in columns:
                             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
                     db.execute("UPDATE outbox SET queued_at = ? WHERE queued_at IS NULL", (time.time(),))
+                    if lost:
+                        db.execute("INSERT OR REPLACE INTO meta VALUES ('ledger_reset_at', ?)", (repr(time.time()),))
                 return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() + delay > deadline:
@@ -295,6 +324,11 @@ class DeviceState:
     def secret(self) -> bytes:
         """The 32-byte device secret."""
         return self._secret
+
+    def ledger_reset_at(self) -> float | None:
+        """When this ledger was started over a surviving secret (``reset_ledger=True``), or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'ledger_reset_at'").fetchone()
+        return None if row is None else float(row[0])
 
     def close(self) -> None:
         """Close the database connection."""
@@ -615,6 +649,16 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _ledger_lost_message(path: Path | None) -> str:
+    return (
+        f"the device secret in {path} survives but its ledger ({DB_FILE}) is gone: the ε this device spent "
+        f"is unknown, and starting a new ledger would let it spend its budget again. Restore {DB_FILE} from "
+        "a backup, or pass reset_ledger=True (CLI: --reset-ledger) to start a new ledger at zero: answers "
+        "already given are then re-sent identically (one-shot answers are derived from the secret), but an "
+        "answer with another value costs ε the new ledger does not show"
+    )
 
 
 @contextlib.contextmanager

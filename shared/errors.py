@@ -50,6 +50,7 @@ __all__ = [
     "InvalidConfig",
     "InvalidParameter",
     "InvalidReport",
+    "LedgerLost",
     "MalformedReply",
     "RateLimited",
     "RedirectRefused",
@@ -261,3 +262,13 @@ class StateCorrupt(DeviceStateError):
     """The state database is not a readable SQLite database."""
 
     code = "state_corrupt"
+
+
+class LedgerLost(DeviceStateError):
+    """The device secret survives but the ledger (the state database) is gone (device only).
+
+    Starting anyway would forget every ε spent under that secret; the device refuses unless told
+    ``reset_ledger=True`` (``deniable submit --reset-ledger``). Never raised by the aggregator.
+    """
+
+    code = "ledger_lost"
