@@ -280,9 +280,9 @@ class DeviceState:
                 raise
             # a new secret is created after the schema: a crash in between leaves a schema without a
             # secret (a fresh device next time), never a secret without a ledger (which is refused)
-            if secret is None:
-                secret = secrets.token_bytes(_SECRET_BYTES) if secret_file is None else _load_or_create_secret(secret_file)
-            self._secret = secret
+            if secret is None and secret_file is not None:
+                secret = _load_or_create_secret(secret_file)
+            self._secret = secrets.token_bytes(_SECRET_BYTES) if secret is None else secret
 
     def _setup(self, durability: str, *, secret_survives: bool, reset_ledger: bool) -> None:
         """WAL mode and the schema (with its added columns), retried while another process holds the
