@@ -23,6 +23,7 @@ from flask import Flask
 
 from deniable.aggregator.api import BLUEPRINTS
 from deniable.aggregator.auth import install_auth
+from deniable.aggregator.bodies import install_query_check
 from deniable.aggregator.http_errors import register_error_handlers
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
@@ -58,5 +59,6 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     install_auth(app)
+    install_query_check(app)  # after authentication: a 401 says nothing about a route's parameters
     register_error_handlers(app)
     return app

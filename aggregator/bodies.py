@@ -4,18 +4,74 @@
 * Body over ``MAX_CONTENT_LENGTH`` → 413 (werkzeug stops reading at the limit).
 * Not UTF-8, not JSON, NaN/Infinity, or nested past the interpreter's recursion limit (the C parser
   raises ``RecursionError`` instead of overflowing the stack) → 400.
+* A body of the wrong JSON type (an array where an object is expected) → 400 (:func:`json_object`).
+* A query parameter the route does not take → 400 naming the ones it takes: a typo (``?groupby=``) or an
+  unsupported option (``?format=csv``) must not silently answer something else. A view declares its query
+  parameters with :func:`query_params`; a route without the decorator takes none; :func:`install_query_check`
+  enforces it before the view runs (after authentication), and the ``query_*`` readers refuse to read an
+  undeclared name, so the declaration and the reads cannot drift apart.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from flask import request
+from flask import Flask, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
-__all__ = ["json_body", "query_bool", "query_float", "query_int", "query_str"]
+__all__ = [
+    "install_query_check",
+    "json_body",
+    "json_object",
+    "query_bool",
+    "query_float",
+    "query_int",
+    "query_params",
+    "query_str",
+]
+
+_View = TypeVar("_View", bound=Callable[..., Any])
+
+
+def query_params(*names: str) -> Callable[[_View], _View]:
+    """Declare the query parameters a view takes (any other gets 400)."""
+
+    def mark(view: _View) -> _View:
+        view.query_params = names  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def _declared() -> tuple[str, ...]:
+    view = current_app.view_functions.get(request.endpoint or "")
+    return tuple(getattr(view, "query_params", ()))
+
+
+def _check_query() -> None:
+    if request.endpoint is None:  # no such route (404/405): routing answers, not the parameters
+        return
+    known = _declared()
+    unknown = sorted(set(request.args) - set(known))
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        takes = f"it takes {', '.join(known)}" if known else "it takes none"
+        noun = "parameter" if len(unknown) == 1 else "parameters"
+        raise BadRequest(f"unknown query {noun} {shown} for this route; {takes}")
+
+
+def install_query_check(app: Flask) -> None:
+    """Refuse, before any view runs, query parameters its route does not declare (:func:`query_params`)."""
+    app.before_request(_check_query)
+
+
+def _arg(name: str) -> str | None:
+    if name not in _declared():  # a bug of the view, caught by its tests: declare what you read
+        raise AssertionError(f"query parameter {name!r} is read but not declared with @query_params")
+    return request.args.get(name)
 
 
 def _reject_constant(name: str) -> Any:
@@ -47,9 +103,19 @@ def json_body() -> Any:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
 
 
+def json_object(what: str) -> dict[str, Any]:
+    """The request's JSON body, which must be an object (``what`` it describes, for the message)."""
+    body = json_body()
+    if not isinstance(body, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(body), "a number")
+        raise BadRequest(f"the body must be a JSON object describing {what}, got {kind}")
+    return body
+
+
 def query_str(name: str, *, default: str | None = None, max_length: int = 64) -> str | None:
     """A query-string parameter, at most ``max_length`` characters."""
-    value = request.args.get(name, default)
+    raw = _arg(name)
+    value = default if raw is None else raw
     if value is not None and len(value) > max_length:
         raise BadRequest(f"query parameter {name!r} must be at most {max_length} characters")
     return value
@@ -57,7 +123,7 @@ def query_str(name: str, *, default: str | None = None, max_length: int = 64) ->
 
 def query_bool(name: str) -> bool:
     """A boolean query-string parameter: ``true``/``1`` or ``false``/``0`` (absent: false)."""
-    raw = request.args.get(name)
+    raw = _arg(name)
     if raw is None:
         return False
     value = raw.lower()
@@ -68,7 +134,7 @@ def query_bool(name: str) -> bool:
 
 def query_float(name: str, *, default: float, low: float, high: float) -> float:
     """A finite number strictly between ``low`` and ``high`` from the query string."""
-    raw = request.args.get(name)
+    raw = _arg(name)
     if raw is None:
         return default
     try:
@@ -84,7 +150,7 @@ def query_float(name: str, *, default: float, low: float, high: float) -> float:
 
 def query_int(name: str, *, default: int, low: int, high: int) -> int:
     """A whole number from ``low`` to ``high`` (inclusive) from the query string, in plain decimal digits."""
-    raw = request.args.get(name)
+    raw = _arg(name)
     if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 20 and low <= int(raw) <= high):

@@ -65,6 +65,7 @@ from deniable.shared.fields import (
     check_round,
     check_slug,
     check_text,
+    check_trimmed_labels,
     check_unicode,
     show,
 )
@@ -261,6 +262,10 @@ class CampaignConfig:
         ``recurring=True`` (local only) makes a campaign that collects in rounds.
         """
         cats = check_categories(categories)
+        check_trimmed_labels("'categories'", cats)
+        for name, values in (group_values.items() if isinstance(group_values, Mapping) else ()):
+            if isinstance(values, list | tuple) and all(isinstance(v, str) for v in values):
+                check_trimmed_labels(f"'group_values.{name}'", tuple(values))
         eps = check_range("epsilon", epsilon, CAMPAIGN_EPSILON, InvalidConfig)
         if trust_model != "central":
             check_choice("mechanism", mechanism, ("auto", *LOCAL_MECHANISMS))

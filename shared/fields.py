@@ -30,6 +30,7 @@ __all__ = [
     "check_round",
     "check_slug",
     "check_text",
+    "check_trimmed_labels",
     "check_unicode",
     "plural",
     "show",
@@ -117,6 +118,20 @@ def check_labels(
             raise InvalidConfig(f"{where} must be unique, {label!r} appears twice")
         seen.add(label)
     return tuple(values)
+
+
+def check_trimmed_labels(where: str, labels: tuple[str, ...]) -> None:
+    """Refuse labels with surrounding whitespace (``" yes"``, ``"yes\n"``), at campaign creation.
+
+    They are refused rather than normalized: a label is what devices must send back byte for byte, and
+    ``"yes"`` next to ``"yes "`` would be two categories that look like one on every screen. Refusing keeps
+    the descriptor exactly as the admin wrote it, with the fix in the message. (Descriptors already stored
+    are not re-checked, so that existing campaigns stay readable by their devices.)
+    """
+    for i, label in enumerate(labels):
+        if label != label.strip():
+            fix = f"write {label.strip()!r}" if label.strip() else "a label needs a visible character"
+            raise InvalidConfig(f"{where[:-1]}[{i}]' must not begin or end with whitespace, got {label!r}; {fix}")
 
 
 def check_categories(categories: object) -> tuple[str, ...]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from support.server import RunningServer
@@ -71,7 +73,7 @@ def test_invalid_campaigns_are_422_with_a_message_naming_the_field(
 def test_missing_campaign_fields_are_422(aggregator: RunningServer) -> None:
     response = aggregator.post("/api/v1/campaigns", role="admin", json={"id": "x"})
     assert_error(response, 422, "invalid_config", "missing ['question', 'categories', 'epsilon']")
-    assert_error(aggregator.post("/api/v1/campaigns", role="admin", json=[1]), 422, "invalid_config")
+    assert_error(aggregator.post("/api/v1/campaigns", role="admin", json=[1]), 400, "bad_request")
 
 
 @pytest.mark.parametrize(
@@ -196,3 +198,54 @@ def test_malformed_http_is_400_and_logged_without_the_client_address(aggregator:
     assert "Invalid request from ip=[redacted]" in logs
     assert "ip=127.0.0.1" not in logs
     assert aggregator.get("/healthz").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------- first contact
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "takes"),
+    [
+        ("/api/v1/campaigns/qp-local/estimate", "groupby=country", "it takes round, group_by, level, noise, refresh"),
+        ("/api/v1/campaigns/qp-local/estimate", "format=csv", "it takes round, group_by, level, noise, refresh"),
+        ("/api/v1/campaigns/qp-local", "verbose=1", "it takes none"),
+        ("/api/v1/campaigns", "page=2", "it takes none"),
+        ("/healthz", "x=1", "it takes none"),
+    ],
+)
+def test_unknown_query_parameters_are_400_naming_the_known_ones(
+    aggregator: RunningServer, path: str, query: str, takes: str
+) -> None:
+    with contextlib.suppress(AssertionError):
+        aggregator.create_campaign(id="qp-local", question="q?", categories=["a", "b"], epsilon=1.0,
+                                   group_fields=["country"])  # fmt: skip
+    name = query.split("=")[0]
+    error = assert_error(aggregator.get(f"{path}?{query}", role="analyst"), 400, "bad_request", f"'{name}'")
+    assert takes in error["message"]
+    assert aggregator.get(path, role="analyst").status_code == 200
+
+
+def test_a_body_that_is_not_an_object_is_400_as_documented(aggregator: RunningServer) -> None:
+    """docs/aggregator.md: 400 for a malformed body (wrong shape), 422 for a value out of range."""
+    for body, kind in (([1, 2], "an array"), ("campaign", "a string"), (True, "a boolean"), (3, "a number")):
+        response = aggregator.post("/api/v1/campaigns", role="admin", json=body)
+        assert_error(response, 400, "bad_request", f"must be a JSON object describing the campaign, got {kind}")
+    docs = (Path(__file__).parents[1] / "docs" / "aggregator.md").read_text()
+    assert "400 malformed (not JSON, wrong shape" in docs
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"categories": ["yes", "yes "]}, "'categories[1]' must not begin or end with whitespace, got 'yes '"),
+        ({"categories": [" yes", "no"]}, "'categories[0]' must not begin or end with whitespace, got ' yes'"),
+        ({"categories": ["yes", "no\n"]}, "write 'no'"),
+        ({"trust_model": "central", "budget": 2, "group_fields": ["country"],
+          "group_values": {"country": ["NL", "NL "]}}, "'group_values.country[1]' must not begin or end"),
+    ],
+)  # fmt: skip
+def test_labels_with_surrounding_whitespace_are_refused_at_creation(
+    aggregator: RunningServer, changes: dict, fragment: str
+) -> None:
+    body = {**VALID, **changes}
+    assert_error(aggregator.post("/api/v1/campaigns", role="admin", json=body), 422, "invalid_config", fragment)

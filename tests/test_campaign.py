@@ -233,7 +233,7 @@ def configs(draw: st.DrawFn) -> CampaignConfig:
         budget=draw(st.floats(min_value=epsilon, max_value=100.0)) if central else None,
         adjacency=draw(st.sampled_from(["add-remove", "replace"])) if central else None,
         group_values={
-            name: draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=4, unique=True))
+            name: draw(st.lists(st.text(min_size=1, max_size=8).filter(lambda s: s.strip() == s), min_size=1, max_size=4, unique=True))
             for name in group_fields
             if central or draw(st.booleans())
         },

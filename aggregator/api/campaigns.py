@@ -7,7 +7,7 @@ from typing import Any
 from flask import Blueprint
 
 from deniable.aggregator.auth import ADMIN, current_role
-from deniable.aggregator.bodies import json_body
+from deniable.aggregator.bodies import json_object
 from deniable.aggregator.service import current_service
 
 bp = Blueprint("campaigns", __name__, url_prefix="/api/v1/campaigns")
@@ -16,7 +16,7 @@ bp = Blueprint("campaigns", __name__, url_prefix="/api/v1/campaigns")
 @bp.post("")
 def create() -> tuple[dict[str, Any], int]:
     """Create a campaign and its HPKE key pair; 201 with the public config."""
-    return current_service().create_campaign(json_body()), 201
+    return current_service().create_campaign(json_object("the campaign")), 201
 
 
 @bp.get("")

@@ -8,13 +8,14 @@ from typing import Any
 from flask import Blueprint
 
 from deniable.aggregator.auth import current_role
-from deniable.aggregator.bodies import query_bool, query_float, query_str
+from deniable.aggregator.bodies import query_bool, query_float, query_params, query_str
 from deniable.aggregator.service import current_service
 
 bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
 
 
 @bp.get("/<campaign_id>/estimate")
+@query_params("round", "group_by", "level", "noise", "refresh")
 def estimate(campaign_id: str) -> dict[str, Any]:
     """Unbiased counts with stderr and CI (local), or a noisy release charged to the budget (central)."""
     return current_service().estimate(

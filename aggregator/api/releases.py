@@ -11,7 +11,7 @@ from typing import Any
 from flask import Blueprint
 
 from deniable.aggregator.auth import current_role
-from deniable.aggregator.bodies import json_body, query_int
+from deniable.aggregator.bodies import json_body, query_int, query_params
 from deniable.aggregator.service import current_service
 from deniable.shared.limits import RELEASES_PAGE_DEFAULT, RELEASES_PAGE_MAX
 
@@ -19,6 +19,7 @@ bp = Blueprint("releases", __name__, url_prefix="/api/v1/campaigns")
 
 
 @bp.get("/<campaign_id>/releases")
+@query_params("after", "limit")
 def list_all(campaign_id: str) -> dict[str, Any]:
     """Who released what when, at which ε (a page of the log, oldest first)."""
     return current_service().releases(
