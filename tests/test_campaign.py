@@ -211,6 +211,7 @@ def test_boundaries_are_inclusive() -> None:
 # ---------------------------------------------------------------------------------------- round trips
 
 labels = st.text(min_size=1, max_size=12).filter(lambda s: s.strip() == s)
+group_labels = st.text(min_size=1, max_size=8).filter(lambda s: s.strip() == s)
 slugs = st.from_regex(r"[a-z0-9][a-z0-9-]{0,20}", fullmatch=True)
 
 
@@ -233,7 +234,7 @@ def configs(draw: st.DrawFn) -> CampaignConfig:
         budget=draw(st.floats(min_value=epsilon, max_value=100.0)) if central else None,
         adjacency=draw(st.sampled_from(["add-remove", "replace"])) if central else None,
         group_values={
-            name: draw(st.lists(st.text(min_size=1, max_size=8).filter(lambda s: s.strip() == s), min_size=1, max_size=4, unique=True))
+            name: draw(st.lists(group_labels, min_size=1, max_size=4, unique=True))
             for name in group_fields
             if central or draw(st.booleans())
         },
