@@ -64,15 +64,16 @@ import math
 import secrets
 import sqlite3
 from collections.abc import Mapping, Sequence
-from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded, Underflow
+from decimal import ROUND_CEILING, Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded, Underflow
 from fractions import Fraction
 from typing import Any
 
+from deniable.shared.accounting import Budget, compose
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
-from deniable.shared.gaussian import L1_SENSITIVITY
+from deniable.shared.gaussian import L1_SENSITIVITY, discrete_gaussian_variance
 from deniable.shared.limits import MECHANISM_EPSILON, check_range
 from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
-from deniable.shared.sampling import RandBelow, discrete_laplace
+from deniable.shared.sampling import RandBelow, discrete_gaussian, discrete_laplace
 
 __all__ = [
     "ADJACENCIES",
@@ -97,7 +98,7 @@ __all__ = [
 ADJACENCIES: Mapping[str, int] = L1_SENSITIVITY
 
 #: Noise families a release may ask for; the first is the default.
-NOISES: tuple[str, ...] = ("discrete-laplace", "laplace")
+NOISES: tuple[str, ...] = ("discrete-laplace", "laplace", "gaussian")
 
 #: The ``laplace`` noise lives on the lattice 2^−LATTICE_BITS·ℤ.
 LATTICE_BITS = 20
@@ -153,8 +154,11 @@ def noise_scale(epsilon: float, delta: int) -> Fraction:
 
 
 def noise_variance(noise: str, scale: Fraction | float) -> float:
-    """Exact variance of one bin's noise: 1/(2 sinh²(1/2b)) (discrete) or γ²/(2 sinh²(γ/2b)) (lattice)."""
+    """Exact variance of one bin's noise: 1/(2 sinh²(1/2b)) (discrete) or γ²/(2 sinh²(γ/2b)) (lattice);
+    for ``gaussian`` ``scale`` is σ² and the variance that of N_ℤ(0, σ²), slightly below σ²."""
     check_noise(noise)
+    if noise == "gaussian":
+        return discrete_gaussian_variance(scale)
     b = float(scale)
     if noise == "discrete-laplace":
         return 1.0 / (2.0 * math.sinh(0.5 / b) ** 2)
@@ -163,11 +167,14 @@ def noise_variance(noise: str, scale: Fraction | float) -> float:
 
 
 def sample_noise(noise: str, scale: Fraction, randbelow: RandBelow = secrets.randbelow) -> Fraction:
-    """One exact draw of the noise: an integer, or a multiple of 2^−20 for ``laplace``.
+    """One exact draw of the noise: an integer, or a multiple of 2^−20 for ``laplace``; for ``gaussian``
+    ``scale`` is σ² and the draw N_ℤ(0, σ²) (CKS 2020, Alg. 3).
 
     Releases draw from ``secrets`` (the default); tests replay the same algorithm from a seeded ``randbelow``.
     """
     check_noise(noise)
+    if noise == "gaussian":
+        return Fraction(discrete_gaussian(scale, randbelow))
     if noise == "discrete-laplace":
         return Fraction(discrete_laplace(scale, randbelow))
     return Fraction(discrete_laplace(scale / _LATTICE, randbelow)) * _LATTICE
@@ -213,9 +220,11 @@ def charge(spent: float | Decimal | str, budget: float, epsilon: float, *, campa
     return total
 
 
-def release_key(group_by: str | None, noise: str) -> str:
-    """The slot a release is kept in: what was asked (grouping, noise), nothing about the data."""
-    canonical = json.dumps({"group_by": group_by or "", "noise": noise}, sort_keys=True)
+def release_key(group_by: str | None, noise: str, **asked: Any) -> str:
+    """The slot a release is kept in: what was asked (grouping, noise, a sampling rate…), nothing about
+    the data. Unset options (``None``) leave the key as it was before they existed."""
+    extra = {name: value for name, value in asked.items() if value is not None}
+    canonical = json.dumps({"group_by": group_by or "", "noise": noise, **extra}, sort_keys=True)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
@@ -230,6 +239,29 @@ def _read_tallies(conn: sqlite3.Connection, campaign_id: str, field: str) -> dic
     return {value: (int(n), json.loads(support)) for value, n, support in rows}
 
 
+def poisson_subsample(counts: Sequence[int], rate: Fraction) -> list[int]:
+    """Each of the ``counts[v]`` respondents kept independently with probability ``rate`` (a multiple of
+    2^−32): Binomial(c, q) per bin, exactly, each record's coin one comparison of 32 bits of ``os.urandom``."""
+    import os
+
+    import numpy as np
+
+    grid = 1 << 32
+    if (rate * grid).denominator != 1:
+        raise ValueError(f"the sampling rate must be a multiple of 2^-32, got {rate}")
+    units = int(rate * grid)
+    kept = []
+    for c in counts:
+        total, left = 0, int(c)
+        while left:
+            chunk = min(left, 1 << 20)
+            coins = np.frombuffer(os.urandom(4 * chunk), dtype=np.uint32)
+            total += int(np.count_nonzero(coins < units)) if units < grid else chunk
+            left -= chunk
+        kept.append(total)
+    return kept
+
+
 def _draw(
     tallies: Mapping[str, tuple[int, list[int]]],
     values: Sequence[str],
@@ -238,20 +270,27 @@ def _draw(
     epsilon: float,
     adjacency: str,
     noise: str,
+    params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Noise on every bin of every group; ``params`` from :func:`deniable.aggregator.accountant.release_cost`
+    (``sigma2`` for Gaussian noise, ``sample`` for a Poisson subsample first)."""
+    params = params or {}
     delta = sensitivity(adjacency)
-    scale = noise_scale(epsilon, delta)
+    scale = Fraction(*params["sigma2"]) if noise == "gaussian" else noise_scale(epsilon, delta)
+    rate = Fraction(*params["sample"]) if "sample" in params else None
     groups = {}
     for value in values:
         n, support = tallies.get(value, (0, [0] * k))
         if len(support) != k:
             raise InvalidConfig(f"the stored tally has {len(support)} categories, the campaign {k}")
-        counts = noisy_counts(support, epsilon=epsilon, delta=delta, noise=noise)
+        if rate is not None:
+            support = poisson_subsample(support, rate)
+        counts = [float(int(c) + sample_noise(noise, scale)) for c in support]
         # Only the overall n under replace-one is public; otherwise n is itself a count (a person may be
         # added, removed or moved to another group), estimated from the sum of the noisy bins.
         public_n = adjacency == "replace" and list(values) == [""]
         groups[value] = {"n": n if public_n else None, "counts": counts}
-    return {
+    out = {
         "noise": noise,
         "epsilon": float(epsilon),
         "adjacency": adjacency,
@@ -259,15 +298,24 @@ def _draw(
         "scale": [scale.numerator, scale.denominator],
         "groups": groups,
     }
+    if rate is not None:
+        out["sample"] = [rate.numerator, rate.denominator]
+    return out
 
 
 def _estimate(stored: Mapping[str, Any], group: Mapping[str, Any]) -> Estimate:
+    """Counts and variances of one group. On a subsample at rate q: ĉ = noisy/q, Var = Var(noise)/q² +
+    c(1 − q)/q (the binomial thinning), c plugged in as max(ĉ, 0)."""
     import numpy as np
 
     counts = np.asarray(group["counts"], dtype=np.float64)
     scale = Fraction(*stored["scale"])
-    n = group["n"] if group["n"] is not None else max(0, round(float(counts.sum())))
     variance = np.full(counts.shape, noise_variance(stored["noise"], scale))
+    if "sample" in stored:
+        q = float(Fraction(*stored["sample"]))
+        counts = counts / q
+        variance = variance / (q * q) + np.maximum(counts, 0.0) * (1 - q) / q
+    n = group["n"] if group["n"] is not None else max(0, round(float(counts.sum())))
     return Estimate(mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance)
 
 
@@ -284,6 +332,9 @@ def render(
         "trust_model": "central",
         "noise": stored["noise"],
         "scale": float(scale),
+        **({"sigma": math.sqrt(float(scale))} if stored["noise"] == "gaussian" else {}),
+        **({"sample": float(Fraction(*stored["sample"]))} if "sample" in stored else {}),
+        **({"cost": stored["cost"]} if "cost" in stored else {}),
         "sensitivity": stored["sensitivity"],
         "adjacency": stored["adjacency"],
         "n_public": all(group["n"] is not None for group in stored["groups"].values()),
@@ -300,6 +351,14 @@ def render(
     return {"group_by": group_by, "epsilon": stored["epsilon"], "level": level, "groups": rows, **meta}
 
 
+def _decimal(x: Fraction) -> Decimal:
+    """A rational ε as an exact decimal (every ε here is a decimal or a float: its expansion ends)."""
+    try:
+        return _EXACT.divide(Decimal(x.numerator), Decimal(x.denominator))
+    except (Inexact, Rounded):  # not a terminating decimal: round up, never under-report what was spent
+        return Context(prec=40, rounding=ROUND_CEILING).divide(Decimal(x.numerator), Decimal(x.denominator))
+
+
 def release(
     conn: sqlite3.Connection,
     campaign_id: str,
@@ -312,18 +371,31 @@ def release(
     level: float = 0.95,
     noise: str = "discrete-laplace",
     refresh: bool = False,
+    delta: float | None = None,
+    budget: Budget | None = None,
+    group_size: int = 1,
+    sample: float | None = None,
+    role: str = "analyst",
+    parameters: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Release the campaign's noisy histogram (per group if ``group_by``), spending ε at most once per draw.
+    """Release the campaign's noisy histogram (per group if ``group_by``), charging its cost at most once
+    per draw.
 
-    The release asked for before (same ``group_by`` and noise) is served again for free; ``refresh`` draws
-    a new one over the current data, spends ε and replaces it.
+    The release asked for before (same ``group_by``, noise and ``sample``) is served again for free;
+    ``refresh`` draws a new one over the current data, charges it and replaces it. ``delta`` is the
+    campaign's per-release δ (needed by Gaussian noise), ``budget`` its budget in its stated form (default:
+    pure ε from the ``campaigns`` row), ``group_size`` the reports one respondent may contribute (group
+    privacy) and ``sample`` a Poisson-subsampling rate applied before the noise (add-remove only). A new
+    draw is appended to the release log with ``role``, the request's ``parameters`` and its cost.
 
     Must run inside the caller's write transaction (``Store.transaction()``, BEGIN IMMEDIATE) so that the
-    budget check, the noise draw and the spend are one atomic step. ``group_values`` are the declared
+    budget check, the noise draw and the logged cost are one atomic step. ``group_values`` are the declared
     values of the field: each gets a release even when empty, so that which groups appear reveals nothing;
     without them, the observed values are released (their presence is then public). Raises
     :class:`BudgetExceeded` (nothing spent, nothing stored) when the release would pass the budget.
     """
+    from deniable.aggregator import accountant
+
     if not conn.in_transaction:
         raise RuntimeError("central.release must run inside Store.transaction() (BEGIN IMMEDIATE)")
     _check_epsilon(epsilon)
@@ -335,10 +407,13 @@ def release(
     ).fetchone()
     if row is None:
         raise UnknownCampaign(f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns")
-    trust_model, budget, adjacency, spent = row
-    if trust_model != "central" or budget is None:
+    trust_model, budget_epsilon, adjacency, spent = row
+    if trust_model != "central" or (budget is None and budget_epsilon is None):
         raise InvalidConfig(f"campaign {campaign_id!r} is not a central campaign with a budget")
-    key = release_key(group_by, noise)
+    if budget is None:
+        budget = Budget.pure(budget_epsilon)
+    rate = accountant.subsample_rate(sample, adjacency)
+    key = release_key(group_by, noise, sample=None if rate is None else str(rate))
     cached = None
     if not refresh:
         cached = conn.execute(
@@ -347,27 +422,40 @@ def release(
         ).fetchone()
     if cached is not None:
         stored, released_at = json.loads(cached[0]), cached[1]
+        totals = compose(accountant.costs(conn, campaign_id))
     else:
-        new_spent = charge(spent, budget, epsilon, campaign_id=campaign_id)
+        cost, params = accountant.release_cost(
+            noise, epsilon=epsilon, delta=delta, adjacency=adjacency, group_size=group_size, sample=rate
+        )
+        released_at = dt.datetime.now(dt.UTC).isoformat()
+        charged = accountant.charge_release(
+            conn, campaign_id, budget, cost, release_key=key, at=released_at, epsilon=epsilon, role=role,
+            parameters=dict(parameters or {"group_by": group_by, "noise": noise, "refresh": refresh}),
+        )  # fmt: skip
+        totals = charged.totals
         field = group_by or ""
         tallies = _read_tallies(conn, campaign_id, field)
         values = [""] if group_by is None else sorted(set(group_values or ()) | set(tallies))
-        stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise)
-        released_at = dt.datetime.now(dt.UTC).isoformat()
+        stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise, params=params)
+        stored["cost"] = {**cost.to_dict(), "text": cost.describe()}
         conn.execute(
             "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, release_key) DO UPDATE SET"
             " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
             (campaign_id, key, float(epsilon), json.dumps(stored), released_at),
         )
-        conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent_text(new_spent), campaign_id))
-        spent = new_spent
+        if totals.epsilon_sum is not None:
+            spent = _decimal(totals.epsilon_sum)
+            conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent_text(spent), campaign_id))
     body = render(stored, level=level, categories=categories, group_by=group_by)
+    books = accountant.totals_body(budget, totals, deltas=() if delta is None else (delta,))
+    left = remaining(spent, float(budget.epsilon)) if budget.form == "pure" and budget.epsilon else books["left"]
     body.update(
         {
             "epsilon_spent": float(exact_epsilon(spent)),
-            "epsilon_remaining": remaining(spent, budget),
-            "budget": float(budget),
+            "epsilon_remaining": left,
+            "budget": None if budget.epsilon is None else float(budget.epsilon),
+            "accountant": books,
             "cached": cached is not None,
             "released_at": released_at,
             "release_key": key,

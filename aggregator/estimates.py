@@ -23,6 +23,7 @@ import sqlite3
 from typing import Any
 
 from deniable.aggregator import central
+from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.shared.campaign import CampaignConfig
@@ -109,12 +110,14 @@ def central_estimate(
     noise: str | None,
     refresh: bool = False,
     role: str = "analyst",
+    sample: str | None = None,
 ) -> dict[str, Any]:
     """A noisy release of a central campaign: the stored one (free), or a new draw when ``refresh``
-    (spends ε from the budget).
+    (charged to the budget); ``sample`` is a Poisson-subsampling rate in (0, 1] applied first.
 
-    A draw that spends ε must pass the campaign's release policy (:mod:`deniable.aggregator.release_policy`)
-    and is appended to the release log with the ``role`` that asked, in the same transaction that spends.
+    A draw that spends budget must pass the campaign's release policy (:mod:`deniable.aggregator.release_policy`)
+    and is appended to the release log, with the ``role`` that asked and its cost in natural form, in the
+    same transaction that spends (:func:`deniable.aggregator.central.release` writes the row).
     """
     _check_group_by(config, group_by)
     if group_by is not None and group_by in config.undeclared_group_fields:
@@ -124,10 +127,20 @@ def central_estimate(
             "someone in them took part; ask for the ungrouped release, or create a new campaign that "
             "declares group_values"
         )
-    options = {} if noise is None else {"noise": noise}
+    options: dict[str, Any] = {} if noise is None else {"noise": noise}
+    rate = None
+    if sample is not None:
+        try:
+            options["sample"] = float(sample)
+        except ValueError:
+            raise InvalidParameter(f"'sample' must be a rate in (0, 1], got {sample[:32]!r}") from None
+        rate = subsample_rate(options["sample"], config.adjacency or "add-remove")
     noise_name = central.NOISES[0] if noise is None else noise
     central.check_noise(noise_name)
-    slot = central.release_key(group_by, noise_name)
+    slot = central.release_key(group_by, noise_name, sample=None if rate is None else str(rate))
+    parameters: dict[str, Any] = {"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level}
+    if sample is not None:
+        parameters["sample"] = options["sample"]
     with store.transaction() as conn:
         stored = store.has_release(conn, config.id, slot)
         if refresh or not stored:
@@ -149,19 +162,13 @@ def central_estimate(
             group_values=None if group_by is None else list(config.group_values[group_by]),
             level=level,
             refresh=refresh,
+            delta=config.delta,
+            budget=config.privacy_budget,
+            group_size=config.group_size or 1,
+            role=role,
+            parameters=parameters,
             **options,
         )
-        if not body["cached"]:
-            store.log_release(
-                conn,
-                config.id,
-                released_at=body["released_at"],
-                role=role,
-                epsilon=config.epsilon,
-                release_key=body["release_key"],
-                parameters={"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level},
-                cost={"epsilon": config.epsilon, "delta": 0},
-            )
     if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
         body["groups"] = {row.pop("group"): row for row in body["groups"]}
     return {"campaign_id": config.id, **body}
@@ -177,14 +184,17 @@ def estimate(
     refresh: bool = False,
     round: str | None = None,
     role: str = "analyst",
+    sample: str | None = None,
 ) -> dict[str, Any]:
     """The estimate route's body for either trust model (``round``: recurring campaigns only); ``role`` is
     the caller's, recorded with each central release."""
     if config.trust_model == "central":
         _check_round(config, round)
         return central_estimate(
-            store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role
+            store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role, sample=sample
         )
+    if sample is not None:
+        raise InvalidParameter("'sample' applies to central campaigns only")
     if noise is not None:
         raise InvalidParameter(
             "'noise' applies to central campaigns only; local reports carry their own noise"

@@ -37,14 +37,18 @@ Version 4 adds the central *release policy* and *release log* (``docs/central.md
 * ``release_log``: one row per release that spent privacy budget: when, which role asked, its ε, the
   request's parameters (JSON) and its ``cost_json``, the privacy cost in the accountant's form (pure ε:
   ``{"epsilon": ε, "delta": 0}``; other accountants add their own keys, e.g. ρ). Releases made before
-  version 4 are not in it (their ε is in ``campaigns.epsilon_spent``).
+  version 4 are not in it (their ε is in ``campaigns.epsilon_spent``) until version 5 summarises them.
+
+Version 5 makes the release log the central accountant's ledger (see ``_V5``): costs in natural form, and
+one ``before-release-log`` row per campaign for the ε spent before the log existed.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from decimal import Decimal
+from decimal import Context, Decimal, Inexact, InvalidOperation, Rounded
+from typing import Any
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
@@ -168,8 +172,27 @@ _V4: tuple[str, ...] = (
     "CREATE INDEX release_log_by_campaign ON release_log (campaign_id, seq)",
 )
 
+#: Version 5: the release log becomes the central accountant's ledger. Every row's ``cost_json`` holds the
+#: release's cost in its natural form (:class:`deniable.shared.accounting.Cost` as exact JSON: pure ε, ρ with
+#: its calibrated (ε, δ), or (ε, δ)); rows of version 4 (``{"epsilon": ε, "delta": 0}``) become pure ε at the
+#: decimal of their ε. What a campaign spent before the log existed (``epsilon_spent`` minus the logged ε,
+#: exactly) becomes one logged pure-ε row of role ``before-release-log``: a valid, conservative summary, so
+#: the accountant composes the whole log by the best rule (zCDP, KOV) and never forgets a spend.
+_V5: tuple[str, ...] = (
+    "UPDATE release_log SET cost_json = json_object('kind', 'pure', 'count', 1, 'epsilon',"
+    " deniable_float_decimal(epsilon)) WHERE cost_json IS NULL OR json_extract(cost_json, '$.kind') IS NULL",
+    "INSERT INTO release_log (campaign_id, released_at, role, epsilon, release_key, parameters_json, cost_json)"
+    " SELECT id, last_at, 'before-release-log', CAST(unlogged AS REAL), 'spent-before-release-log', '{}',"
+    " json_object('kind', 'pure', 'count', 1, 'epsilon', unlogged) FROM (SELECT id,"
+    " COALESCE((SELECT MAX(created_at) FROM central_releases s WHERE s.campaign_id = campaigns.id), created_at)"
+    " AS last_at,"
+    " deniable_decimal_sub(epsilon_spent, (SELECT deniable_decimal_sum(deniable_float_decimal(r.epsilon))"
+    " FROM release_log r WHERE r.campaign_id = campaigns.id)) AS unlogged FROM campaigns"
+    " WHERE trust_model = 'central') WHERE unlogged != '0'",
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -181,13 +204,40 @@ def _float_decimal(value: float | int | str | None) -> str:
     return format(Decimal(repr(number)), "f") if number else "0"
 
 
+class _DecimalSum:
+    """SQL aggregate ``deniable_decimal_sum(x)``: the exact sum of decimal strings (``'0'`` for none)."""
+
+    def __init__(self) -> None:
+        self.total = Decimal(0)
+
+    def step(self, value: Any) -> None:
+        if value is not None:
+            self.total = _EXACT_SUM.add(self.total, Decimal(value))
+
+    def finalize(self) -> str:
+        return format(self.total, "f")
+
+
+#: Exact decimal arithmetic for migrations (a dropped digit raises instead of rounding).
+_EXACT_SUM = Context(prec=2000, Emin=-10_000, Emax=10_000, traps=[Inexact, Rounded, InvalidOperation])
+
+
+def _decimal_sub(a: str, b: str | None) -> str:
+    """``a − b`` of two decimal strings, exactly, never below 0, as a fixed-point string (``'0'`` if none)."""
+    left = max(_EXACT_SUM.subtract(Decimal(a or "0"), Decimal(b or "0")), Decimal(0))
+    return "0" if left == 0 else format(left, "f")
+
+
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
     """Bring the database behind ``conn`` (autocommit mode) to the latest version; return that version.
 
     Raises ``RuntimeError`` when the file is newer than this code, rather than guessing at its layout.
-    Migrations may call ``deniable_float_decimal(x)``: the fixed-point decimal string of ``repr(float(x))``.
+    Migrations may call ``deniable_float_decimal(x)``: the fixed-point decimal string of ``repr(float(x))``,
+    ``deniable_decimal_sub(a, b)`` and the aggregate ``deniable_decimal_sum(x)`` (exact, on decimal strings).
     """
     conn.create_function("deniable_float_decimal", 1, _float_decimal, deterministic=True)
+    conn.create_function("deniable_decimal_sub", 2, _decimal_sub, deterministic=True)
+    conn.create_aggregate("deniable_decimal_sum", 1, _DecimalSum)  # type: ignore[arg-type]  # typeshed: int only
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -129,6 +129,35 @@ _SCHEMAS: dict[str, Any] = {
                     "items": {"type": "string", "minLength": 1, "maxLength": 64},
                 },
             },
+            "delta": {
+                "type": "number",
+                "nullable": True,
+                "minimum": 1e-15,
+                "maximum": 1e-3,
+                "description": "central only: the δ of one Gaussian release, calibrated to (epsilon, delta)",
+            },
+            "budget_delta": {
+                "type": "number",
+                "nullable": True,
+                "minimum": 1e-15,
+                "maximum": 1e-3,
+                "description": "central only: makes the budget (budget, budget_delta)-DP",
+            },
+            "budget_rho": {
+                "type": "number",
+                "nullable": True,
+                "exclusiveMinimum": True,
+                "minimum": 0,
+                "maximum": 50,
+                "description": "central only: a zCDP budget ρ (instead of 'budget')",
+            },
+            "group_size": {
+                "type": "integer",
+                "nullable": True,
+                "minimum": 1,
+                "maximum": 100,
+                "description": "central only: reports one respondent may contribute (group privacy: g·ε)",
+            },
             "recurring": {
                 "type": "boolean",
                 "description": "local campaigns only: collect in rounds (each report names its round, a "
@@ -162,6 +191,35 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "description": _GROUP_VALUES_DOC + " (present only when declared)",
                 "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            },
+            "delta": {
+                "type": "number",
+                "nullable": True,
+                "minimum": 1e-15,
+                "maximum": 1e-3,
+                "description": "central only: the δ of one Gaussian release, calibrated to (epsilon, delta)",
+            },
+            "budget_delta": {
+                "type": "number",
+                "nullable": True,
+                "minimum": 1e-15,
+                "maximum": 1e-3,
+                "description": "central only: makes the budget (budget, budget_delta)-DP",
+            },
+            "budget_rho": {
+                "type": "number",
+                "nullable": True,
+                "exclusiveMinimum": True,
+                "minimum": 0,
+                "maximum": 50,
+                "description": "central only: a zCDP budget ρ (instead of 'budget')",
+            },
+            "group_size": {
+                "type": "integer",
+                "nullable": True,
+                "minimum": 1,
+                "maximum": 100,
+                "description": "central only: reports one respondent may contribute (group privacy: g·ε)",
             },
             "recurring": {
                 "type": "boolean",
@@ -299,7 +357,17 @@ _SCHEMAS: dict[str, Any] = {
             },
             "epsilon_spent": {"type": "number"},
             "epsilon_remaining": {"type": "number"},
-            "budget": {"type": "number"},
+            "budget": _NUM_OR_NULL,
+            "cost": {
+                "type": "object",
+                "description": "central: this release's privacy cost in its natural form (kind pure, zcdp or "
+                "approx; exact rationals as 'num/den' strings) and as text",
+            },
+            "accountant": {
+                "type": "object",
+                "description": "central: the totals of every release in each form (epsilon_sum, delta_sum, "
+                "rho, and epsilon at delta by the best rule and by each rule), spent and left",
+            },
         },
     },
     "Rounds": {
@@ -503,7 +571,14 @@ _PATHS: dict[str, Any] = {
                     "name": "noise",
                     "in": "query",
                     "description": "central campaigns only",
-                    "schema": {"type": "string", "enum": ["discrete-laplace", "laplace"]},
+                    "schema": {"type": "string", "enum": ["discrete-laplace", "laplace", "gaussian"]},
+                },
+                {
+                    "name": "sample",
+                    "in": "query",
+                    "description": "central campaigns only (add-remove): a Poisson-subsampling rate q in (0, 1] "
+                    "applied before the noise; costs ln(1 + q(e^epsilon - 1)) instead of epsilon",
+                    "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 1},
                 },
                 {
                     "name": "refresh",

@@ -27,7 +27,8 @@ __all__ = [
 CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
-        "adjacency", "group_values", "recurring", "release_policy",
+        "adjacency", "group_values", "recurring", "release_policy", "delta", "budget_delta", "budget_rho",
+        "group_size",
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
@@ -102,6 +103,10 @@ class Service:
             adjacency=body.get("adjacency"),
             group_values=body.get("group_values"),
             recurring=body.get("recurring", False),
+            delta=body.get("delta"),
+            budget_delta=body.get("budget_delta"),
+            budget_rho=body.get("budget_rho"),
+            group_size=body.get("group_size"),
         )
         _check_group_cells(config)
         policy = None
@@ -185,13 +190,14 @@ class Service:
         refresh: bool = False,
         round: str | None = None,
         role: str = "analyst",
+        sample: str | None = None,
     ) -> dict[str, Any]:
         """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
-        a new one, logged with the caller's ``role``) of a campaign."""
+        a new one, logged with the caller's ``role``; ``sample`` a Poisson-subsampling rate) of a campaign."""
         config = self.campaign(campaign_id)
         return estimates.estimate(
             self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round,
-            role=role,
+            role=role, sample=sample,
         )  # fmt: skip
 
     # -- central release policy and log --------------------------------------------------------------

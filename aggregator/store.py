@@ -326,6 +326,16 @@ class Store:
         )  # fmt: skip
         return int(cursor.lastrowid or 0)
 
+    @staticmethod
+    def release_costs(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
+        """Every logged release's cost (exact JSON of :class:`deniable.shared.accounting.Cost`), oldest first:
+        the central accountant's ledger, read inside the spending transaction."""
+        rows = conn.execute(
+            "SELECT cost_json FROM release_log WHERE campaign_id = ? AND cost_json IS NOT NULL ORDER BY seq",
+            (campaign_id,),
+        )
+        return [json.loads(cost) for (cost,) in rows]
+
     def releases(self, campaign_id: str, *, after: int = 0, limit: int = 100) -> list[ReleaseLogRow]:
         """The campaign's logged releases with ``seq > after``, oldest first, at most ``limit``."""
         rows = self.connection().execute(
@@ -541,3 +551,4 @@ class Store:
         """The number of stored reports of the campaign (a full count, not the counter)."""
         row = self.connection().execute("SELECT COUNT(*) FROM reports WHERE campaign_id = ?", (campaign_id,)).fetchone()
         return int(row[0])
+

@@ -87,7 +87,9 @@ def _text(x: Fraction) -> str:
 
 
 def _show(x: Fraction | float) -> str:
-    return f"{float(x):.6g}"
+    """The shortest decimal that reads back as the float nearest x (0.1, 3.145282958874041, 1e-05)."""
+    value = float(x)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
+from deniable.shared.accounting import Budget
 from deniable.shared.envelope import (
     FORMAT_VERSION,
     SUITE_ID,
@@ -69,7 +70,7 @@ from deniable.shared.fields import (
     check_unicode,
     show,
 )
-from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
+from deniable.shared.limits import CAMPAIGN_EPSILON, CENTRAL_DELTA_RANGE, MAX_GROUP_SIZE, MAX_RHO, check_range
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
 
 __all__ = [
@@ -118,7 +119,11 @@ _REQUIRED_KEYS = frozenset(
         "trust_model",
     }
 )
-_OPTIONAL_KEYS = frozenset({"budget", "adjacency", "group_values", "recurring"})
+_OPTIONAL_KEYS = frozenset(
+    {"budget", "adjacency", "group_values", "recurring", "delta", "budget_delta", "budget_rho", "group_size"}
+)
+#: Central-only keys that appear in the JSON only when set (descriptors without them keep their fingerprint).
+_CENTRAL_OPTIONAL = ("delta", "budget_delta", "budget_rho", "group_size")
 _UNPINNED_KEYS = frozenset({"status"})
 #: The JSON type of each mechanism's wire report (``docs/wire-format.md``).
 _WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
@@ -151,6 +156,10 @@ class CampaignConfig:
     adjacency: Literal["add-remove", "replace"] | None = field(default=None)
     group_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     recurring: bool = False
+    delta: float | None = None
+    budget_delta: float | None = None
+    budget_rho: float | None = None
+    group_size: int | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -182,6 +191,9 @@ class CampaignConfig:
             raise InvalidConfig(
                 "'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones"
             )
+        for name in _CENTRAL_OPTIONAL:
+            if getattr(self, name) is not None:
+                raise InvalidConfig(f"{name!r} applies to central campaigns only; leave it null for local ones")
         check_choice("mechanism", self.mechanism, LOCAL_MECHANISMS)
         if self.mechanism == "binary-rr" and len(self.categories) != 2:
             raise InvalidConfig(
@@ -200,17 +212,58 @@ class CampaignConfig:
                 f"central campaigns have no device mechanism: 'mechanism' must be {CENTRAL_MECHANISM!r} "
                 f"(or 'auto', or left out, when creating one), got {show(self.mechanism)}"
             )
+        self._check_central_budget()
+        adjacency = "add-remove" if self.adjacency is None else self.adjacency
+        check_choice("adjacency", adjacency, ADJACENCIES)
+        object.__setattr__(self, "adjacency", adjacency)
+
+    def _check_central_budget(self) -> None:
+        """One budget form: ``budget`` (ε, with ``budget_delta`` for (ε, δ)) or ``budget_rho`` (zCDP)."""
+        low, high = CENTRAL_DELTA_RANGE
+        set_ = object.__setattr__
+        for name in ("delta", "budget_delta"):
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                    raise InvalidConfig(f"{name!r} must be a number in [{low:g}, {high:g}], got {show(value)}")
+                set_(self, name, float(value))
+        if self.group_size is not None and (
+            isinstance(self.group_size, bool) or not isinstance(self.group_size, int)
+            or not 1 <= self.group_size <= MAX_GROUP_SIZE
+        ):  # fmt: skip
+            raise InvalidConfig(
+                f"'group_size' must be an integer in [1, {MAX_GROUP_SIZE}] (reports one respondent may "
+                f"contribute), got {show(self.group_size)}"
+            )
+        if self.budget_rho is not None:
+            if self.budget is not None or self.budget_delta is not None:
+                raise InvalidConfig(
+                    "state one budget: 'budget' (ε, with 'budget_delta' for (ε, δ)) or 'budget_rho' (zCDP), not both"
+                )
+            set_(self, "budget_rho", check_number("budget_rho", self.budget_rho, MAX_RHO))
+            return
         if self.budget is None:
-            raise InvalidConfig("central campaigns need a 'budget': the total ε of all releases")
+            raise InvalidConfig(
+                "central campaigns need a 'budget': the total ε of all releases (or 'budget_rho' for zCDP)"
+            )
         budget = check_number("budget", self.budget, MAX_BUDGET)
         if budget < self.epsilon:
             raise InvalidConfig(
                 f"'budget' ({budget:g}) must be at least 'epsilon' ({self.epsilon:g}), the ε of one release"
             )
-        object.__setattr__(self, "budget", budget)
-        adjacency = "add-remove" if self.adjacency is None else self.adjacency
-        check_choice("adjacency", adjacency, ADJACENCIES)
-        object.__setattr__(self, "adjacency", adjacency)
+        set_(self, "budget", budget)
+
+    @property
+    def privacy_budget(self) -> Budget:
+        """The central budget in its stated form: pure ε, (ε, δ) with ``budget_delta``, or ρ."""
+        if self.trust_model != "central":
+            raise InvalidConfig(f"campaign {self.id!r} is local: its devices keep their own ε ledgers")
+        if self.budget_rho is not None:
+            return Budget.zcdp(self.budget_rho)
+        assert self.budget is not None
+        if self.budget_delta is not None:
+            return Budget.approx(self.budget, self.budget_delta)
+        return Budget.pure(self.budget)
 
     @property
     def undeclared_group_fields(self) -> tuple[str, ...]:
@@ -250,6 +303,10 @@ class CampaignConfig:
         adjacency: str | None = None,
         group_values: Mapping[str, Sequence[str]] | None = None,
         recurring: bool = False,
+        delta: float | None = None,
+        budget_delta: float | None = None,
+        budget_rho: float | None = None,
+        group_size: int | None = None,
     ) -> CampaignConfig:
         """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
 
@@ -291,6 +348,10 @@ class CampaignConfig:
             adjacency=adjacency,  # type: ignore[arg-type]
             group_values={} if group_values is None else group_values,  # type: ignore[arg-type]  # validated
             recurring=recurring,
+            delta=delta,
+            budget_delta=budget_delta,
+            budget_rho=budget_rho,
+            group_size=group_size,
         )
         config._check_declared_groups()
         return config
@@ -321,6 +382,9 @@ class CampaignConfig:
             body["group_values"] = {name: list(values) for name, values in self.group_values.items()}
         if self.recurring:
             body["recurring"] = True
+        for name in _CENTRAL_OPTIONAL:
+            if getattr(self, name) is not None:
+                body[name] = getattr(self, name)
         return body
 
     @classmethod
@@ -356,6 +420,10 @@ class CampaignConfig:
             adjacency=obj.get("adjacency"),
             group_values=obj.get("group_values", {}),
             recurring=obj.get("recurring", False),
+            delta=obj.get("delta"),
+            budget_delta=obj.get("budget_delta"),
+            budget_rho=obj.get("budget_rho"),
+            group_size=obj.get("group_size"),
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:

@@ -31,11 +31,16 @@ from deniable.shared.errors import DeniableError
 
 __all__ = [
     "CAMPAIGN_EPSILON",
+    "CENTRAL_DELTA_RANGE",
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
     "DEVICE_BUDGET_MAX",
+    "MAX_GROUP_SIZE",
     "MAX_MIN_REPORTS_BEFORE_RELEASE",
     "MAX_REFRESH_INTERVAL_SECONDS",
+    "MAX_RHO",
+    "MAX_SUBSAMPLE_DENOMINATOR_BITS",
+    "MAX_TOP",
     "MECHANISM_EPSILON",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
@@ -131,3 +136,20 @@ MAX_REFRESH_INTERVAL_SECONDS = 366 * 86_400
 #: 100,000 releases, so the list is paginated to keep every response bounded.
 RELEASES_PAGE_DEFAULT = 100
 RELEASES_PAGE_MAX = 1000
+
+# -- the trusted curator (central campaigns) -------------------------------------------------------------
+
+#: δ of one Gaussian release, or of an (ε, δ) budget: at most 10⁻³ (δ is the chance the guarantee fails
+#: outright, so it must stay far below 1/n for every n a survey reaches) and at least 10⁻¹⁵, where the
+#: erfc-based privacy profile still has full relative precision.
+CENTRAL_DELTA_RANGE = (1e-15, 1e-3)
+#: A ρ (zCDP) budget is at most 50, the ρ that ε = 10 pure releases imply (ε²/2), the largest ε accepted.
+MAX_RHO = 50.0
+#: Reports one respondent may contribute to a central campaign (group privacy charges g·ε): a household
+#: or a person with a few devices, not a panel; beyond 100 the guarantee g·ε means nothing.
+MAX_GROUP_SIZE = 100
+#: Poisson-subsampling rates are rounded down to multiples of 2^−32 so that each record's coin is one
+#: exact comparison of 32 CSPRNG bits; the amplified ε is computed from the rate actually used.
+MAX_SUBSAMPLE_DENOMINATOR_BITS = 32
+#: The exponential mechanism releases at most the 20 most common answers (peeling spends ε/j on each).
+MAX_TOP = 20

@@ -82,7 +82,7 @@ def test_a_central_release_spends_its_budget_and_is_refused_past_it(aggregator: 
     error = refused.json()["error"]
     assert error["code"] == "budget_exceeded"
     assert (error["spent"], error["remaining"], error["requested"]) == (1.0, 0.0, 0.5)
-    assert "spent epsilon 1.0 of its budget 1.0 (0.0 left)" in error["message"]
+    assert "spent ε = 1 of its budget ε = 1 (ε = 0 left); this release costs ε = 0.5" in error["message"]
     # Releases already made remain available for free.
     assert aggregator.estimate("drugs-central")["cached"] is True
 
@@ -115,10 +115,10 @@ def test_central_and_local_estimates_share_one_shape(aggregator: RunningServer) 
 def test_bad_release_requests_get_clear_errors(aggregator: RunningServer) -> None:
     _central(aggregator, "errors-central")
     bad_noise = aggregator.get(
-        "/api/v1/campaigns/errors-central/estimate", role="analyst", params={"noise": "gaussian"}
+        "/api/v1/campaigns/errors-central/estimate", role="analyst", params={"noise": "uniform"}
     )
     assert bad_noise.status_code == 422
-    assert "'noise' must be one of discrete-laplace, laplace" in bad_noise.json()["error"]["message"]
+    assert "'noise' must be one of discrete-laplace, laplace, gaussian" in bad_noise.json()["error"]["message"]
     empty = aggregator.get("/api/v1/campaigns/errors-central/estimate", role="analyst")
     assert empty.status_code == 409  # an empty campaign: the default release policy spends nothing on it
     assert empty.json()["error"]["rule"] == "min_reports"

@@ -143,7 +143,7 @@ def test_refreshes_wait_for_the_interval_and_every_release_is_logged(aggregator:
         ]
         assert rows[0]["released_at"] == first["released_at"] and rows[0]["release_key"] == first["release_key"]
         assert rows[0]["parameters"] == {"group_by": None, "noise": "discrete-laplace", "refresh": False, "level": 0.95}
-        assert rows[0]["cost"] == {"epsilon": 0.5, "delta": 0}
+        assert rows[0]["cost"] == {"kind": "pure", "count": 1, "epsilon": "1/2"}  # natural form, exact
         assert log["policy"]["next_refresh_at"] == (
             dt.datetime.fromisoformat(rows[1]["released_at"]) + dt.timedelta(days=1)
         ).isoformat()
@@ -211,7 +211,11 @@ def test_a_release_made_before_the_log_still_starts_the_interval(tmp_path: Path)
     conn.close()
     store = Store(path)
     conn = store.connection()
-    assert store.release_policy(conn, "old") is None and store.releases("old") == []
+    assert store.release_policy(conn, "old") is None
+    # migration 5 logs what was spent before the log, as one pure-ε cost, at the stored release's time
+    (before,) = store.releases("old")
+    summary = {"kind": "pure", "count": 1, "epsilon": "0.5"}
+    assert (before.role, before.epsilon, before.cost) == ("before-release-log", 0.5, summary)
     assert store.has_release(conn, "old", "k") and not store.has_release(conn, "old", "other")
     last = store.last_release_at(conn, "old")
     assert last == (NOW - dt.timedelta(hours=1)).isoformat()
@@ -223,4 +227,4 @@ def test_a_release_made_before_the_log_still_starts_the_interval(tmp_path: Path)
             parameters={"group_by": None}, cost=None,
         )  # fmt: skip
     assert store.last_release_at(conn, "old") == NOW.isoformat()
-    assert [(r.role, r.cost) for r in store.releases("old")] == [("analyst", None)]
+    assert [(r.role, r.cost) for r in store.releases("old")][1:] == [("analyst", None)]

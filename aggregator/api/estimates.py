@@ -1,4 +1,4 @@
-"""``GET /api/v1/campaigns/<id>/estimate[?round=<label>&group_by=<field>&level=0.95&noise=...&refresh=true]``
+"""``GET /api/v1/campaigns/<id>/estimate[?round=<label>&group_by=<field>&level=0.95&noise=...&refresh=true&sample=q]``
 and ``GET /api/v1/campaigns/<id>/rounds`` (analyst)."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         refresh=query_bool("refresh"),
         round=query_str("round"),
         role=current_role(),
+        sample=query_str("sample"),
     )
 
 
