@@ -18,6 +18,7 @@ What a release costs (per respondent, the unit of privacy):
 
 from __future__ import annotations
 
+import functools
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -62,6 +63,7 @@ def subsample_rate(q: float | None, adjacency: str) -> Fraction | None:
     return Fraction(units, grid)
 
 
+@functools.lru_cache(maxsize=256)
 def gaussian_sigma2(epsilon: float, delta: float, adjacency: str) -> Fraction:
     """σ² of the discrete Gaussian on every bin so that the histogram release is (ε, δ)-DP (see above)."""
     if adjacency == "add-remove":

@@ -30,6 +30,7 @@ discrete condition, so rounding can only make the release more private than clai
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -163,6 +164,7 @@ def discrete_gaussian_delta(epsilon: float, sigma2: Fraction | float, sensitivit
     return math.fsum(total) / _normaliser(s2)
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: int = 1) -> Fraction:
     """σ² (rational, on a 10⁻⁶ grid) with which N_ℤ(0, σ²) on an integer query of shift Δ is (ε, δ)-DP.
 
