@@ -15,7 +15,7 @@ bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
 
 
 @bp.get("/<campaign_id>/estimate")
-@query_params("round", "group_by", "level", "noise", "refresh")
+@query_params("round", "group_by", "level", "noise", "refresh", "sample")
 def estimate(campaign_id: str) -> dict[str, Any]:
     """Unbiased counts with stderr and CI (local), or a noisy release charged to the budget (central)."""
     return current_service().estimate(
