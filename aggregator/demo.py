@@ -221,6 +221,8 @@ def run_demo(
     print(f"{'truth':<30}{truth:>14}")
     for label, count, half, stderr in rows:
         print(f"{label:<30}{count:>14.1f}{half:>12.1f}{stderr:>10.2f}")
+    if local.get("unbiased", {}).get("outside_range"):
+        print(f"note: {local['unbiased']['note']}")
     print(
         f"central budget: ε spent {central['epsilon_spent']:g} of {central['budget']:g} "
         f"({central['epsilon_remaining']:g} left); local: ε = {epsilon:g} once per device"

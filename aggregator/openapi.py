@@ -21,6 +21,13 @@ from deniable.shared.limits import (
 __all__ = ["DOCUMENT", "document"]
 
 _SLUG = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$", "minLength": 1, "maxLength": 64}
+#: Said next to the unbiased counts of a local estimate (``Estimate.to_dict``).
+_UNBIASED = {
+    "type": "object",
+    "description": "the counts and proportions are unbiased and may fall outside [0, n] and [0, 1] at small n "
+    "(outside_range: whether one does here); consistent_count is the biased variant inside them",
+    "properties": {"outside_range": {"type": "boolean"}, "note": {"type": "string"}},
+}
 _NUM_OR_NULL = {"type": "number", "nullable": True}
 _INTERVAL = {"type": "array", "items": _NUM_OR_NULL, "minItems": 2, "maxItems": 2}
 _GROUP_VALUES_DOC = (
@@ -342,6 +349,7 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "properties": {"biased": {"type": "boolean", "enum": [True]}, "method": {"type": "string"}},
             },
+            "unbiased": _UNBIASED,
             "round": {"type": "string", "description": "the round estimated (recurring campaigns only)"},
             "group_by": {"type": "string"},
             "groups": {
@@ -352,6 +360,7 @@ _SCHEMAS: dict[str, Any] = {
                     "properties": {
                         "n": {"type": "integer", "minimum": 0},
                         "categories": {"type": "array", "items": _ref("CategoryEstimate")},
+                        "unbiased": _UNBIASED,
                     },
                 },
             },

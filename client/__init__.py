@@ -23,7 +23,7 @@ from deniable.shared.errors import (
     UnknownCampaign,
 )
 
-from .device import Client, Receipt
+from .device import Client, ForgetWarning, Forgotten, Receipt
 from .fleet import FleetResult, simulate_fleet
 from .ledger import CampaignSpend, Ledger
 from .outbox import FlushResult, RetryPolicy
@@ -41,6 +41,8 @@ __all__ = [
     "ExpiredReport",
     "FleetResult",
     "FlushResult",
+    "ForgetWarning",
+    "Forgotten",
     "HTTPTransport",
     "InvalidConfig",
     "InvalidParameter",

@@ -86,6 +86,19 @@ def register(subparsers: Any) -> None:
     _json_option(ledger)
     ledger.set_defaults(func=_ledger)
 
+    forget = subparsers.add_parser(
+        "forget",
+        help="forget a campaign on this device (answering it again spends ε again)",
+        description="Forget a campaign on this device: its pinned config, its memoized answer and its queued "
+        "reports. For the development loop, when the aggregator was recreated with new keys under the same "
+        "campaign id and this device refuses the changed config. Answering the campaign again afterwards "
+        "spends its ε again; the ε already spent stays on the ledger.",
+    )
+    forget.add_argument("campaign", metavar="CAMPAIGN", help="the campaign id")
+    _state_dir_option(forget)
+    _json_option(forget)
+    forget.set_defaults(func=_forget)
+
 
 def _budget(flag: str, value: float) -> float:
     if not (math.isfinite(value) and 0 < value <= DEVICE_BUDGET_MAX):
@@ -191,4 +204,30 @@ def _ledger(args: argparse.Namespace) -> int:
         f"total ε spent {fmt_epsilon(ledger.spent)} of {fmt_epsilon(ledger.lifetime_budget)}; "
         f"{fmt_epsilon(ledger.remaining)} left; {plural(pending, 'report')} waiting to be delivered"
     )
+    return 0
+
+
+def _forget(args: argparse.Namespace) -> int:
+    import warnings
+
+    from .device import ForgetWarning
+
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    if not (state_dir / DB_FILE).exists():
+        print(f"deniable forget: nothing to forget: no device state in {state_dir}", file=sys.stderr)
+        return 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ForgetWarning)  # said below, in the CLI's words
+            with Client("http://127.0.0.1:9", state_dir) as client:  # no request is made
+                result = client.forget(args.campaign)
+    except DeniableError as exc:
+        print(f"deniable forget: {exc}", file=sys.stderr)
+        return 1
+    if not (result.pinned or result.dropped or result.spent):
+        print(f"deniable forget: this device holds nothing about campaign {args.campaign!r}", file=sys.stderr)
+    else:
+        print(f"deniable forget: warning: {result.warning()}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
     return 0

@@ -110,7 +110,9 @@ def check_pin(state: DeviceState, config: CampaignConfig) -> None:
         f"campaign {config.id!r} changed since this device pinned it at first use "
         f"({'; '.join(changes) or 'other fields changed'}); refusing it, since a changed campaign under "
         "the same id could weaken the privacy the user agreed to. The operator must publish the change "
-        "under a new campaign id"
+        "under a new campaign id. If you recreated the aggregator yourself (development), forget the "
+        f"campaign on this device: `deniable forget {config.id}` or client.forget({config.id!r}); "
+        "answering it again then spends its ε again"
     )
 
 

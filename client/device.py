@@ -25,6 +25,7 @@ import math
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -32,11 +33,11 @@ from fractions import Fraction
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.fields import check_round
+from deniable.shared.fields import check_round, plural
 from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
 
 from .config import resolve_config
-from .ledger import Ledger, build_ledger, check_budget
+from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
 from .memo import one_shot_answer, permanent_response, round_report_id
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
 from .report import central_refusal, privacy_cost, seal_answer
@@ -51,7 +52,7 @@ from .state import (
 )
 from .transport import HTTPTransport, Transport
 
-__all__ = ["Client", "Receipt"]
+__all__ = ["Client", "ForgetWarning", "Forgotten", "Receipt"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,30 @@ class Receipt:
     trust_model: str
     queued: bool
     round: str | None = None
+
+
+class ForgetWarning(UserWarning):
+    """:meth:`Client.forget` was called: answering the forgotten campaign again spends its ε again."""
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What :meth:`Client.forget` dropped: whether a config was ``pinned``, how many queued reports were
+    ``dropped`` undelivered, and the ε already ``spent`` on the campaign (it stays on the ledger)."""
+
+    campaign_id: str
+    pinned: bool
+    dropped: int
+    spent: float
+
+    def warning(self) -> str:
+        """The warning every caller shows: what was forgotten and what answering again costs."""
+        queued = f"; {plural(self.dropped, 'queued report')} dropped undelivered" if self.dropped else ""
+        return (
+            f"forgot campaign {self.campaign_id!r} on this device (pinned config and memoized answer{queued}). "
+            f"Answering it again spends its ε again; the ε {fmt_epsilon(self.spent)} already spent on it stays "
+            "on the ledger"
+        )
 
 
 def _positive(name: str, value: object, upper: float = DEVICE_BUDGET_MAX) -> Fraction:
@@ -335,6 +360,25 @@ class Client:
         with self._lock, state_errors(self._state.path):
             spends, expired = self._state.spent(), self._state.expired_counts()
         return build_ledger(spends, self._lifetime, self._per_campaign, expired)
+
+    def forget(self, campaign_id: str) -> Forgotten:
+        """Forget ``campaign_id`` on this device: its pinned config, its memoized answer and its queued reports.
+
+        **Answering the campaign again afterwards spends its ε again** (and the ε already spent stays on the
+        ledger: a report that left the device cannot be taken back), so this emits a :class:`ForgetWarning`.
+        It is for the development loop, where the aggregator was recreated with new keys under the same
+        campaign id and the device rightly refuses the changed config; never to answer a campaign twice.
+        Queued reports of the campaign are dropped undelivered (``Forgotten.dropped`` says how many).
+        """
+        with self._lock, state_errors(self._state.path):
+            make_pseudonym(self._state.secret, campaign_id)  # validates the id as submit does
+            pinned, dropped = self._state.forget(campaign_id)
+            self._configs.pop(campaign_id, None)
+            spent = self._state.spent_on(campaign_id)
+        result = Forgotten(campaign_id, pinned, dropped, float(spent))
+        if pinned or dropped or spent:
+            warnings.warn(result.warning(), ForgetWarning, stacklevel=2)
+        return result
 
     def __repr__(self) -> str:
         return (

@@ -461,6 +461,19 @@ class DeviceState:
             ),
         )
 
+    def forget(self, campaign_id: str) -> tuple[bool, int]:
+        """Drop what the device holds about ``campaign_id`` in one transaction: its pinned config, its memoized
+        answers (one-shot reports, permanent responses, round answers), its queued and expired envelopes and
+        its rejections. The ε spent on it stays in the ledger (``spent``, the lifetime total): a privacy loss
+        cannot be taken back. Returns (whether a config was pinned, how many queued envelopes were dropped).
+        """
+        with self.transaction() as db:
+            pinned = db.execute("DELETE FROM pins WHERE campaign_id = ?", (campaign_id,)).rowcount > 0
+            dropped = db.execute("DELETE FROM outbox WHERE campaign_id = ?", (campaign_id,)).rowcount
+            for table in ("reports", "rounds", "expired", "rejections"):
+                db.execute(f"DELETE FROM {table} WHERE campaign_id = ?", (campaign_id,))  # noqa: S608 - fixed names
+        return pinned, int(dropped)
+
     # -- rounds of recurring campaigns ---------------------------------------------------------------
     def round_answer(self, campaign_id: str, round: str) -> RoundRow | None:
         """The answer already given in ``round`` of ``campaign_id``, if any."""

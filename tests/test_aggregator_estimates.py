@@ -157,3 +157,23 @@ def test_central_releases_spend_the_budget_once_each(aggregator: RunningServer) 
     assert error["code"] == "budget_exceeded"
     assert (error["spent"], error["remaining"], error["requested"]) == (1.0, 0.0, 0.5)
     assert aggregator.estimate("est-central")["cached"] is True  # served again for free
+
+
+def test_tiny_n_keeps_the_unbiased_numbers_and_says_they_may_leave_the_unit_range(aggregator: RunningServer) -> None:
+    """n = 2, both reports 'yes' (binary RR, ε = 1): the unbiased proportions are 1.58 and −0.58. They stay,
+    and the body says next to them that they are unbiased, left [0, 1] here, and where the consistent ones are."""
+    created = aggregator.create_campaign(id="est-tiny", question="q", categories=["no", "yes"], epsilon=1.0,
+                                         group_fields=["country"])  # fmt: skip
+    config = CampaignConfig.from_json(created)
+    upload(aggregator, config.id, seal_reports(config, [1, 1], rng=np.random.default_rng(5)))
+    body = aggregator.estimate(config.id)
+    e = math.e
+    expected_yes = (2 - 2 / (e + 1)) / ((e - 1) / (e + 1)) / 2  # (S − n·q)/(p − q) / n
+    assert body["categories"][1]["proportion"] == pytest.approx(expected_yes) == pytest.approx(1.5820, abs=1e-4)
+    assert body["categories"][0]["proportion"] == pytest.approx(1 - expected_yes)
+    assert body["unbiased"]["outside_range"] is True
+    assert "unbiased" in body["unbiased"]["note"] and "outside [0, 1]" in body["unbiased"]["note"]
+    assert "consistent_count is the biased variant" in body["unbiased"]["note"]
+    assert [row["consistent_count"] for row in body["categories"]] == pytest.approx([0.0, 2.0])
+    grouped = aggregator.estimate(config.id, group_by="country")
+    assert grouped["groups"]["all"]["unbiased"]["outside_range"] is True

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,48 @@ def test_verify_speaks_in_correct_plurals(aggregator: RunningServer) -> None:
     assert "1 reports" not in done.stdout and "1 campaigns" not in done.stdout
     campaigns = run("campaigns", "--data-dir", str(aggregator.data_dir)).stdout.splitlines()
     assert campaigns[0].split() == ["campaign", "trust", "status", "reports"]
+
+
+def test_the_development_loop_forget_a_recreated_campaign(
+    server_factory: Callable[..., RunningServer], tmp_path: Path
+) -> None:
+    """A campaign recreated under the same id (new key) is refused; `forget` lets the device answer it again,
+    warning that it spends ε again, and the ledger keeps both spends."""
+    state = ("--state-dir", str(tmp_path / "state"))
+    first = server_factory("first")
+    first.create_campaign(id="dev-loop", question="q?", categories=["a", "b"], epsilon=0.5)
+    submit = ("submit", "--campaign", "dev-loop", "--value", "a", *state)
+    assert run(*submit, "--aggregator", first.url).returncode == 0
+    first.stop()
+    second = server_factory("second")  # a fresh data dir: same id, new key pair
+    second.create_campaign(id="dev-loop", question="q?", categories=["a", "b"], epsilon=0.5)
+    refused = run(*submit, "--aggregator", second.url)
+    assert refused.returncode == 1 and "changed since this device pinned it" in refused.stderr
+    assert "deniable forget dev-loop" in refused.stderr
+    forget = run("forget", "dev-loop", *state, "--json")
+    assert forget.returncode == 0, forget.stderr
+    assert "warning: forgot campaign 'dev-loop'" in forget.stderr and "spends its ε again" in forget.stderr
+    assert json.loads(forget.stdout) == {"campaign_id": "dev-loop", "pinned": True, "dropped": 0, "spent": 0.5}
+    again = run(*submit, "--aggregator", second.url, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["receipt"]["epsilon_spent"] == 0.5
+    assert second.estimate("dev-loop")["n"] == 1
+    ledger = json.loads(run("ledger", *state, "--json").stdout)
+    assert ledger["spent"] == 1.0 and ledger["campaigns"][0]["reports"] == 2  # both spends stay counted
+    nothing = run("forget", "never-seen", *state)
+    assert nothing.returncode == 0 and "holds nothing about campaign 'never-seen'" in nothing.stderr
+
+
+def test_client_forget_warns_and_drops_queued_reports(aggregator: RunningServer, tmp_path: Path) -> None:
+    from deniable.client import Client, ForgetWarning
+
+    aggregator.create_campaign(id="forget-api", question="q?", categories=["a", "b"], epsilon=1.0)
+    with Client(aggregator.url, tmp_path / "s") as client:
+        client.submit("forget-api", "b")  # queued, not flushed
+        with pytest.warns(ForgetWarning, match=r"1 queued report dropped undelivered\). Answering it again spends"):
+            result = client.forget("forget-api")
+        assert (result.pinned, result.dropped, result.spent) == (True, 1, 1.0)
+        assert client.pending() == [] and client.ledger().spent == 1.0
+        receipt = client.submit("forget-api", "b")
+        assert receipt.epsilon_spent == 1.0 and not receipt.memoized
+        assert client.ledger().spent == 2.0

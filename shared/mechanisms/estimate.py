@@ -29,7 +29,16 @@ if TYPE_CHECKING:
 
     FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["Estimate", "Tally", "normal_quantile", "project_to_simplex"]
+__all__ = ["UNBIASED_NOTE", "Estimate", "Tally", "normal_quantile", "project_to_simplex"]
+
+#: What an estimate's JSON says next to its numbers (``unbiased.note``) and the CLI prints when one leaves
+#: its range: at n = 2 binary randomized response can estimate proportions 1.58 and −0.58, which is what an
+#: unbiased estimator must do for its average over collections to equal the truth.
+UNBIASED_NOTE = (
+    "count and proportion are unbiased (their average over repeated collections is the truth), so at small n "
+    "they may fall below 0 or above n (proportions outside [0, 1]); consistent_count is the biased variant "
+    "that stays in [0, n] and sums to n"
+)
 
 
 def normal_quantile(level: float) -> float:
@@ -159,7 +168,9 @@ class Estimate:
 
     def to_dict(self, level: float = 0.95, categories: Sequence[str] | None = None) -> dict[str, Any]:
         """JSON-ready summary: per category the count, stderr, CI, proportion with stderr and CI, and the
-        consistent (biased) count. Undefined proportions (n = 0) are ``None``, never NaN."""
+        consistent (biased) count. Undefined proportions (n = 0) are ``None``, never NaN. ``unbiased`` says
+        next to the numbers that they are unbiased and may leave [0, n] (``outside_range``: whether one does
+        here), pointing to the consistent variant (:data:`UNBIASED_NOTE`)."""
         if categories is None:
             categories = [str(v) for v in range(self.k)]
         if len(categories) != self.k:
@@ -192,6 +203,10 @@ class Estimate:
             "n": self.n,
             "level": level,
             "categories": rows,
+            "unbiased": {
+                "outside_range": any(not 0 <= float(c) <= self.n for c in self.counts),
+                "note": UNBIASED_NOTE,
+            },
             "consistent": {
                 "biased": True,
                 "method": "euclidean projection onto {x >= 0, sum x = n}",
