@@ -109,7 +109,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(deniable.client.__all__) == sorted(
         [
             "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError", "DeniableError",
-            "DeviceStateError", "ExpiredReport", "FleetResult", "PendingReport",
+            "DeviceStateError", "ExpiredReport", "FleetResult", "ForgetWarning", "Forgotten", "PendingReport",
             "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
             "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
             "default_state_dir", "simulate_fleet",
