@@ -32,6 +32,7 @@ ROUTE_ACCESS: dict[str, str] = {
     "reports.submit": PUBLIC,
     "estimates.estimate": ANALYST,
     "estimates.rounds": ANALYST,
+    "estimates.top": ANALYST,
     "releases.list_all": ANALYST,
     "releases.get_policy": ANALYST,
     "releases.set_policy": ADMIN,

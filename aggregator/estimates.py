@@ -26,12 +26,13 @@ from deniable.aggregator import central
 from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.aggregator.top import release_top
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["central_estimate", "estimate", "local_estimate", "release_policy"]
+__all__ = ["central_estimate", "central_top", "estimate", "local_estimate", "release_policy"]
 
 
 def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
@@ -171,6 +172,37 @@ def central_estimate(
         )
     if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
         body["groups"] = {row.pop("group"): row for row in body["groups"]}
+    return {"campaign_id": config.id, **body}
+
+
+def central_top(
+    store: Store, config: CampaignConfig, *, j: int, refresh: bool = False, role: str = "analyst"
+) -> dict[str, Any]:
+    """The j most common answers of a central campaign (exponential mechanism, :mod:`deniable.aggregator.top`),
+    under the same release policy and log as a histogram release."""
+    if config.trust_model != "central":
+        raise InvalidParameter(
+            "'top' applies to central campaigns only: a local campaign's most common answer is read off its "
+            "estimate, which spends nothing"
+        )
+    slot = central.release_key(None, "exponential", top=j)
+    with store.transaction() as conn:
+        stored = store.has_release(conn, config.id, slot)
+        if refresh or not stored:
+            check_release(
+                release_policy(store, conn, config.id),
+                campaign_id=config.id,
+                n_reports=store.get_campaign(config.id, conn=conn).n_reports,
+                refresh=refresh and stored,
+                last_release_at=store.last_release_at(conn, config.id),
+                now=dt.datetime.now(dt.UTC),
+            )
+        body = release_top(
+            conn, config.id, epsilon=config.epsilon, categories=list(config.categories), j=j,
+            budget=config.privacy_budget, adjacency=config.adjacency or "add-remove",
+            group_size=config.group_size or 1, refresh=refresh, role=role,
+            parameters={"top": j, "refresh": refresh},
+        )  # fmt: skip
     return {"campaign_id": config.id, **body}
 
 

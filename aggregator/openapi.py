@@ -15,6 +15,7 @@ from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
     MAX_MIN_REPORTS_BEFORE_RELEASE,
     MAX_REFRESH_INTERVAL_SECONDS,
+    MAX_TOP,
     RELEASES_PAGE_MAX,
 )
 
@@ -599,6 +600,40 @@ _PATHS: dict[str, Any] = {
             ],
             "responses": {
                 "200": _json(_ref("Estimate"), "the estimate"),
+                **_errors(400, 401, 403, 404, 409, 422),
+            },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/top": {
+        "get": {
+            "operationId": "getTopAnswers",
+            "summary": "The j most common answers of a central campaign by the exponential mechanism, with its "
+            "utility bound; charged to the budget like a release (analyst)",
+            "security": _BEARER,
+            "parameters": [
+                _CAMPAIGN_ID,
+                {"name": "j", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP}},
+                {"name": "refresh", "in": "query", "schema": {"type": "boolean"}},
+            ],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "required": ["campaign_id", "mechanism", "j", "answers", "cost", "utility", "accountant"],
+                        "properties": {
+                            "campaign_id": {"type": "string"},
+                            "mechanism": {"type": "string", "enum": ["exponential"]},
+                            "j": {"type": "integer"},
+                            "answers": {"type": "array", "items": {"type": "string"}},
+                            "indices": {"type": "array", "items": {"type": "integer"}},
+                            "cost": {"type": "object"},
+                            "utility": {"type": "object"},
+                            "accountant": {"type": "object"},
+                            "cached": {"type": "boolean"},
+                        },
+                    },
+                    "the answers",
+                ),
                 **_errors(400, 401, 403, 404, 409, 422),
             },
         }

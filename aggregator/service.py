@@ -272,6 +272,10 @@ class Service:
             "next_after": rows[-1].seq if more and rows else None,
         }
 
+    def top(self, campaign_id: str, *, j: int, refresh: bool = False, role: str = "analyst") -> dict[str, Any]:
+        """The j most common answers of a central campaign (exponential mechanism), charged to its budget."""
+        return estimates.central_top(self.store, self.campaign(campaign_id), j=j, refresh=refresh, role=role)
+
     def rounds(self, campaign_id: str) -> dict[str, Any]:
         """The rounds of a recurring campaign that hold reports, with their report counts, in label order.
 

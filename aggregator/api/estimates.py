@@ -1,5 +1,6 @@
 """``GET /api/v1/campaigns/<id>/estimate[?round=<label>&group_by=<field>&level=0.95&noise=...&refresh=true&sample=q]``
-and ``GET /api/v1/campaigns/<id>/rounds`` (analyst)."""
+``GET /api/v1/campaigns/<id>/top[?j=1&refresh=true]`` (central) and ``GET /api/v1/campaigns/<id>/rounds``
+(analyst)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from flask import Blueprint
 
 from deniable.aggregator.auth import current_role
-from deniable.aggregator.bodies import query_bool, query_float, query_params, query_str
+from deniable.aggregator.bodies import query_bool, query_float, query_int, query_params, query_str
 from deniable.aggregator.service import current_service
+from deniable.shared.limits import MAX_TOP
 
 bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
 
@@ -28,6 +30,16 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         role=current_role(),
         sample=query_str("sample"),
     )
+
+
+@bp.get("/<campaign_id>/top")
+@query_params("j", "refresh")
+def top(campaign_id: str) -> dict[str, Any]:
+    """The j most common answers of a central campaign (exponential mechanism), charged to the budget."""
+    return current_service().top(
+        campaign_id, j=query_int("j", default=1, low=1, high=MAX_TOP), refresh=query_bool("refresh"),
+        role=current_role(),
+    )  # fmt: skip
 
 
 @bp.get("/<campaign_id>/rounds")

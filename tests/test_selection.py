@@ -1,0 +1,113 @@
+"""The exponential mechanism: its exact law, its privacy at the boundary, its utility bound, the /top route."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from deniable.shared.sampling import seeded_randbelow
+from deniable.shared.selection import exponential_choice, score_scale, top_answers, utility_gap
+
+ALPHA = 1e-6
+
+
+def em_law(scores: list[int], c: float) -> np.ndarray:
+    w = np.exp(c * (np.asarray(scores, dtype=float) - max(scores)))
+    return w / w.sum()
+
+
+def test_exponential_choice_has_the_exact_law() -> None:
+    scores, scale = [5, 3, 3, 0, 1], Fraction(1, 2)
+    randbelow = seeded_randbelow(np.random.default_rng(21))
+    draws = np.bincount([exponential_choice(scores, scale, randbelow) for _ in range(20_000)], minlength=5)
+    expected = em_law(scores, 0.5) * 20_000
+    assert expected.min() >= 5
+    assert stats.chisquare(draws, expected).pvalue > ALPHA
+
+
+def test_top_answers_by_peeling_has_the_sequential_law() -> None:
+    scores, eps = [4, 3, 0], Fraction(2)
+    randbelow = seeded_randbelow(np.random.default_rng(22))
+    pairs = [tuple(top_answers(scores, 2, epsilon=eps, monotone=True, randbelow=randbelow)) for _ in range(20_000)]
+    order = list(itertools.permutations(range(3), 2))
+    observed = np.array([pairs.count(p) for p in order])
+    first = em_law(scores, 1.0)
+    expected = []
+    for a, b in order:
+        rest = [i for i in range(3) if i != a]
+        expected.append(first[a] * em_law([scores[i] for i in rest], 1.0)[rest.index(b)])
+    expected_counts = np.array(expected) * 20_000
+    assert expected_counts.min() >= 5
+    assert stats.chisquare(observed, expected_counts).pvalue > ALPHA
+
+
+def _worst(c: float, neighbours: str, k: int = 3, top: int = 4) -> float:
+    """The largest |ln P(r | D) − ln P(r | D′)| over all count vectors in 0..top and their neighbours."""
+    worst = 0.0
+    for counts in itertools.product(range(top + 1), repeat=k):
+        p = em_law(list(counts), c)
+        moves = []
+        for i in range(k):
+            if neighbours == "add-remove":
+                moves.append([x + (j == i) for j, x in enumerate(counts)])
+            else:
+                for j in range(k):
+                    if i != j and counts[i] > 0:
+                        moves.append([x - (m == i) + (m == j) for m, x in enumerate(counts)])
+        for moved in moves:
+            worst = max(worst, float(np.max(np.abs(np.log(p) - np.log(em_law(moved, c))))))
+    return worst
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0])
+def test_the_claim_holds_and_ten_percent_too_generous_fails(epsilon: float) -> None:
+    """Counts are monotone under add-remove (c = ε); under replace they are not (c = ε/2)."""
+    monotone = float(score_scale(Fraction(epsilon), monotone=True))
+    general = float(score_scale(Fraction(epsilon), monotone=False))
+    assert _worst(monotone, "add-remove") <= epsilon + 1e-12
+    assert _worst(general, "replace") <= epsilon + 1e-12
+    # the bound is nearly attained: a scale 10% too generous (or 2× under replace) is refuted
+    assert _worst(1.1 * monotone, "add-remove", top=12) > epsilon
+    assert _worst(monotone, "replace") > epsilon
+
+
+def test_the_utility_bound_holds() -> None:
+    """P(count(out) ≤ OPT − ln(K/β)/c) ≤ β, exactly from the law, for K = 1000 random counts."""
+    rng = np.random.default_rng(23)
+    scores = rng.integers(0, 200, size=1000).tolist()
+    scale = score_scale(Fraction(1, 5), monotone=True)
+    gap = utility_gap(1000, scale, 0.05)
+    law = em_law(scores, float(scale))
+    bad = law[np.asarray(scores) <= max(scores) - gap].sum()
+    assert bad <= 0.05
+    assert gap == pytest.approx(math.log(1000 / 0.05) / 0.2)
+
+
+def test_the_top_route_over_the_real_server(aggregator) -> None:
+    from support.reports import simulate_envelopes, upload
+
+    config = aggregator.create_campaign(
+        id="top-central", question="Favourite?", categories=["tea", "coffee", "water"], epsilon=1.0,
+        trust_model="central", budget=2.5,
+    )  # fmt: skip
+    answers = [1] * 60 + [0] * 20 + [2] * 10
+    upload(aggregator, "top-central", simulate_envelopes(config, answers, rng=np.random.default_rng(4)))
+    first = aggregator.get("/api/v1/campaigns/top-central/top", role="analyst").json()
+    assert first["answers"] == ["coffee"]  # P(another) ≤ 2·e^(−40): certain here
+    assert first["cost"]["kind"] == "pure" and first["cost"]["epsilon"] == "1"
+    assert first["utility"]["gap"] == pytest.approx(math.log(3 / 0.05))
+    assert "within" in first["utility"]["statement"] and first["cached"] is False
+    again = aggregator.get("/api/v1/campaigns/top-central/top", role="analyst").json()
+    assert again["cached"] is True and again["accountant"]["epsilon_sum"] == 1.0
+    two = aggregator.get("/api/v1/campaigns/top-central/top?j=2", role="analyst").json()
+    assert two["answers"][0] == "coffee" and len(two["answers"]) == 2 and two["accountant"]["epsilon_sum"] == 2.0
+    refused = aggregator.get("/api/v1/campaigns/top-central/top?j=3", role="analyst")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "budget_exceeded"
+    assert aggregator.get("/api/v1/campaigns/top-central/top?j=0", role="analyst").status_code == 400
+    releases = aggregator.get("/api/v1/campaigns/top-central/releases", role="analyst").json()["releases"]
+    assert [r["parameters"]["top"] for r in releases] == [1, 2]
