@@ -9,7 +9,9 @@ tokens themselves.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,37 @@ def _check_serve_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}")
 
 
+def _check_port(host: str, port: int) -> None:
+    """Stop with one line if ``host:port`` cannot be bound (in use, not permitted, unknown address), before
+    anything is prepared: the server would otherwise retry the bind and log an error five times."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise SystemExit(f"cannot listen on {host}:{port}: unknown address ({exc.strerror}); check --host") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise SystemExit(f"port {port} is in use; choose another with --port") from None
+            if exc.errno == errno.EACCES:
+                raise SystemExit(
+                    f"not permitted to listen on port {port}; choose a port above 1023 with --port"
+                ) from None
+            raise SystemExit(f"cannot listen on {host}:{port}: {exc.strerror}; check --host and --port") from None
+
+
+def _announce(url: str, data_dir: Path) -> Any:
+    """The server's ``when_ready`` hook: say where it listens once the socket is bound, not before."""
+
+    def ready(_server: Any) -> None:
+        print(f"deniable aggregator on {url} (data dir {data_dir})", flush=True)
+
+    return ready
+
+
 def serve_command(args: argparse.Namespace) -> int:
     """Prepare the data dir (tokens, schema), then run gunicorn until it is stopped (SIGTERM/SIGINT)."""
     from deniable.aggregator.app import DATABASE_NAME
@@ -127,6 +160,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     _resolve_ints(args)
     _check_serve_args(args)
+    _check_port(args.host, args.port)
     os.umask(0o077)  # the database, its WAL and every key or token file: owner only
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -139,7 +173,6 @@ def serve_command(args: argparse.Namespace) -> int:
             print(f"{role} token: {state} in {path} (mode 0600)", flush=True)
     store = Store(data_dir / DATABASE_NAME)  # migrate once, before workers fork
     store.close()
-    print(f"deniable aggregator on http://{args.host}:{args.port} (data dir {data_dir})", flush=True)
     config = {
         "DATA_DIR": str(data_dir),
         "ADMIN_TOKEN": tokens.admin,
@@ -147,6 +180,8 @@ def serve_command(args: argparse.Namespace) -> int:
         "MAX_CONTENT_LENGTH": args.max_body_bytes,
     }
     options = gunicorn_options(host=args.host, port=args.port, workers=args.workers, threads=args.threads)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    options["when_ready"] = _announce(f"http://{host}:{args.port}", data_dir)
     AggregatorServer(config, options).run()
     return 0
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import secrets
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -260,3 +263,41 @@ def test_client_forget_warns_and_drops_queued_reports(aggregator: RunningServer,
         receipt = client.submit("forget-api", "b")
         assert receipt.epsilon_spent == 1.0 and not receipt.memoized
         assert client.ledger().spent == 2.0
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_announces_nothing(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run("serve", "--port", str(port), "--data-dir", str(tmp_path / "data"), timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"port {port} is in use; choose another with --port"
+    assert "deniable aggregator on" not in done.stdout and "Connection in use" not in done.stderr + done.stdout
+    assert not (tmp_path / "data").exists()  # refused before preparing anything
+
+
+def test_serve_announces_its_address_once_it_is_bound(tmp_path: Path) -> None:
+    from tests.support.server import free_port
+
+    port = free_port()
+    env = {**os.environ, "DENIABLE_ADMIN_TOKEN": secrets.token_urlsafe(32),
+           "DENIABLE_ANALYST_TOKEN": secrets.token_urlsafe(32)}  # fmt: skip
+    process = subprocess.Popen(
+        [DENIABLE, "serve", "--port", str(port), "--data-dir", str(tmp_path / "data"), "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("deniable aggregator on"):
+                break
+        assert lines and lines[-1].startswith(f"deniable aggregator on http://127.0.0.1:{port} "), lines
+        with socket.create_connection(("127.0.0.1", port), timeout=5):  # bound when announced
+            pass
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(30)
+        process.stdout.close()  # type: ignore[union-attr]
