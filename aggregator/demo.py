@@ -154,6 +154,10 @@ def _fleet(server: DemoServer, campaign_id: str, answers: list[str], *, central:
         raise RuntimeError(f"{campaign_id}: only {result.accepted} of {len(answers)} reports were accepted")
 
 
+#: δ of the demo's central Gaussian release and of its (ε, δ) budget.
+DELTA = 1e-5
+
+
 def _row(label: str, body: dict[str, Any]) -> tuple[str, float, float, float]:
     yes = body["categories"][1]
     return label, yes["count"], yes["ci"][1] - yes["count"], yes["stderr"]
@@ -206,7 +210,8 @@ def run_demo(
             "POST",
             "/api/v1/campaigns",
             role="admin",
-            body={"id": "demo-central", "trust_model": "central", "budget": budget, **common},
+            body={"id": "demo-central", "trust_model": "central", "budget": budget, "budget_delta": DELTA,
+                  "delta": DELTA, **common},
         )
         print(f"{n} simulated respondents answer both campaigns ({truth} hold 'yes')", flush=True)
         _fleet(server, "demo-local", answers, central=False, label="local   (randomized on device)")
@@ -214,7 +219,12 @@ def run_demo(
         _fleet(server, "demo-central", answers, central=True, label="central (raw to the curator)  ")
         local = server.call("GET", "/api/v1/campaigns/demo-local/estimate", role="analyst")
         central = server.call("GET", "/api/v1/campaigns/demo-central/estimate", role="analyst")
-    rows = [_row(f"local ({local['mechanism']})", local), _row(f"central ({central['noise']})", central)]
+        gaussian = server.call("GET", "/api/v1/campaigns/demo-central/estimate?noise=gaussian", role="analyst")
+    rows = [
+        _row(f"local ({local['mechanism']})", local),
+        _row(f"central ({central['noise']})", central),
+        _row(f"central ({gaussian['noise']}, δ = {DELTA:g})", gaussian),
+    ]
     print()
     print(f"Q: {QUESTION}  (ε = {epsilon:g}, n = {n})")
     print(f"{'':<30}{'count of yes':>14}{'± 95% CI':>12}{'stderr':>10}")
@@ -223,9 +233,13 @@ def run_demo(
         print(f"{label:<30}{count:>14.1f}{half:>12.1f}{stderr:>10.2f}")
     if local.get("unbiased", {}).get("outside_range"):
         print(f"note: {local['unbiased']['note']}")
+    books = gaussian["accountant"]
+    (at,) = books["at_delta"]
+    rules = ", ".join(f"{rule} {value:.3g}" for rule, value in at["by_rule"].items() if value is not None)
     print(
-        f"central budget: ε spent {central['epsilon_spent']:g} of {central['budget']:g} "
-        f"({central['epsilon_remaining']:g} left); local: ε = {epsilon:g} once per device"
+        f"central budget (ε, δ) = ({books['budget']['epsilon']:g}, {DELTA:g}): spent ε = {books['spent']:.3g} "
+        f"at δ = {DELTA:g} ({books['left']:.3g} left; by rule: {rules}; ρ = {books['rho']:.3g}); "
+        f"local: ε = {epsilon:g} once per device"
     )
     print(
         f"the local error is {rows[0][3] / rows[1][3]:.0f}x the central one; the central model's price is "

@@ -44,6 +44,8 @@ def test_defaults_reproduce_dwork_2006(capsys: pytest.CaptureFixture[str]) -> No
         "local (binary-rr)": (local_sd, 3.0),
         "central (Laplace, textbook)": (math.sqrt(2) / eps, 6.0),
         "central (discrete Laplace, shipped)": (math.sqrt(2 * a) / (1 - a), discrete_laplace_kurtosis(eps)),
+        # the discrete Gaussian at (1, 10⁻⁵): σ = 3.7405 on the exact discrete condition, variance σ² to 1e-15
+        "central (Gaussian, δ = 1e-05)": (3.7405, 3.0),
     }
     assert set(rows) == set(expected)
     for label, (sd, kurtosis) in expected.items():
@@ -141,4 +143,4 @@ def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert {c.epsilon for c in drawn["curves"]} == {2.0}
     assert all(c.n[-1] == pytest.approx(3000) and c.measured_n[-1] == 3000 for c in drawn["curves"])
     assert "ε = 2" in drawn["title"]
-    assert [n for _, n, _ in drawn["markers"]] == [3000.0, 3000.0]
+    assert [n for _, n, _ in drawn["markers"]] == [3000.0, 3000.0, 3000.0]  # local, Laplace, Gaussian

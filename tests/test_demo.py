@@ -45,14 +45,16 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     assert 0 < truth < n
     local = re.search(r"^local \(binary-rr\)\s+([-\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
     central = re.search(r"^central \(discrete-laplace\)\s+([-\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
-    assert local and central, out
-    # Both answers are unbiased with the stderr they print: within 5 stderr (false alarm ~6e-7 each).
-    for match in (local, central):
+    gaussian = re.search(r"^central \(gaussian, δ = 1e-05\)\s+([-\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
+    assert local and central and gaussian, out
+    # The answers are unbiased with the stderr they print: within 5 stderr (false alarm ~6e-7 each).
+    for match in (local, central, gaussian):
         count, half, stderr = (float(g) for g in match.groups())
         assert abs(count - truth) <= 5 * stderr
         assert abs(half - 1.96 * stderr) <= 0.06  # printed to 0.1 and 0.01
     assert float(local.group(3)) > 10 * float(central.group(3))
-    assert "ε spent 1 of 3 (2 left)" in out
+    budget = r"central budget \(ε, δ\) = \(3, 1e-05\): spent ε = 2 at δ = 1e-05 \(1 left; by rule: sequential 2"
+    assert re.search(budget, out), out
     assert "opted in to trust the curator" in out
     assert out.startswith("ε = 1 means that whatever one person answers") and "≈ 2.72 times" in out
     assert f"comparison plot written to {plot}" in out
