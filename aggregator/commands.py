@@ -85,9 +85,11 @@ def register(subparsers: Any) -> None:
 
     verify = subparsers.add_parser(
         "verify",
-        help=needs("aggregator") + "recount every tally from the stored reports; exit 1 on mismatch",
+        help=needs("aggregator") + "recount every tally from the stored reports and check every campaign key; "
+        "exit 1 on a problem",
         description="Recount every campaign's tallies from its stored reports and compare them with the "
-        "stored tallies. Exit status 0 if all agree, 1 if any differs, 2 if there is no database.",
+        "stored tallies, and check every campaign's key file against the campaign's public key. Exit status "
+        "0 if all agree and every key is usable, 1 otherwise, 2 if there is no database.",
     )
     _data_dir_arg(verify)
     verify.set_defaults(func=verify_command, extra="aggregator")
@@ -198,8 +200,9 @@ def _open_store(data_dir: Path) -> Any:
 
 
 def verify_command(args: argparse.Namespace) -> int:
-    """Recount every campaign; print one line per campaign; 0 if all agree, 1 if any differs, 2 if no DB."""
-    from deniable.aggregator.verify import verify_store
+    """Recount every campaign and check its key; print one line per campaign; 0 if all agree and every key
+    is usable, 1 otherwise, 2 if no DB."""
+    from deniable.aggregator.verify import verify_keys, verify_store
 
     store = _open_store(args.data_dir)
     if store is None:
@@ -211,8 +214,12 @@ def verify_command(args: argparse.Namespace) -> int:
         else:
             print(f"MISMATCH  {check.campaign_id}: " + "; ".join(check.mismatches))
     bad = sum(not check.ok for check in checks)
-    print(f"{plural(len(checks), 'campaign')} checked, {bad} with {'a mismatch' if bad == 1 else 'mismatches'}")
-    return 1 if bad else 0
+    key_problems = verify_keys(store, args.data_dir.resolve())
+    for problem in key_problems:
+        print(f"KEY       {problem}; restore the file from a backup (deniable restore)")
+    print(f"{plural(len(checks), 'campaign')} checked, {bad} with {'a mismatch' if bad == 1 else 'mismatches'}, "
+          f"{len(key_problems)} with an unusable key")  # fmt: skip
+    return 1 if bad or key_problems else 0
 
 
 def tokens_command(args: argparse.Namespace) -> int:

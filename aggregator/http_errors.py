@@ -23,6 +23,7 @@ from deniable.aggregator.service import CampaignExists
 from deniable.shared.errors import (
     BudgetExceeded,
     CampaignClosed,
+    CampaignKeyUnavailable,
     DeniableError,
     InvalidConfig,
     InvalidParameter,
@@ -46,6 +47,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (InvalidParameter, 422),
     (InvalidConfig, 422),
     (InvalidReport, 422),
+    (CampaignKeyUnavailable, 503),
     (TransportError, 502),
     (DeniableError, 400),
 )

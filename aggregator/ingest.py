@@ -4,9 +4,11 @@ A batch is ``{"reports": [envelope, ...]}`` with 1 to ``max_batch`` envelopes (`
 Batch-level problems (not an object, no list, too few or too many items) are a 400 and store nothing.
 Each envelope then ends as exactly one of:
 
-* ``rejected`` with a reason: malformed envelope, ciphertext that does not open under this campaign's key
-  and binding (tampered, replayed under another id or campaign), or a payload outside the campaign's
-  report space. Nothing of it is stored.
+* ``rejected`` with a reason: malformed envelope, an envelope of another format version than the
+  campaign's, a ciphertext of the wrong padded length, a failed proof of possession (checked from the
+  envelope alone, before anything is looked up, so a forger learns nothing about the pseudonym), a
+  ciphertext that does not open under this campaign's key and binding (tampered, replayed under another id
+  or campaign), or a payload outside the campaign's report space. Nothing of it is stored.
 * ``duplicate``: its report id is already stored (a retry: idempotent) or its device pseudonym already
   reported to this campaign (one device counts once; in a recurring campaign, once per round). Nothing
   changes.
@@ -51,7 +53,14 @@ def parse_batch(body: Any, *, max_batch: int) -> list[Any]:
 def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> ReportRow:
     """Validate, decrypt and decode one envelope into a storable row; raises ``InvalidReport``."""
     envelope = Envelope.from_json(item)
-    payload = open_envelope(envelope, campaign_id=config.id, private_key=private_key)
+    if envelope.version != config.format_version:
+        raise InvalidReport(
+            f"envelope 'v' is {envelope.version}, but campaign '{config.id}' takes format version "
+            f"{config.format_version} envelopes only; seal the report again under the campaign's descriptor"
+        )
+    payload = open_envelope(
+        envelope, campaign_id=config.id, private_key=private_key, padded_length=config.padded_length
+    )
     parsed = config.decode(payload)
     decoded, groups = parsed.value, parsed.groups
     if config.trust_model == "central":

@@ -268,14 +268,17 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Envelope": {
         "type": "object",
-        "description": "one sealed report (docs/wire-format.md)",
+        "description": "one sealed report (docs/wire-format.md §6); format version 2 (new campaigns) also "
+        "carries the device's campaign key and its signature (the proof of possession, §5.2)",
         "required": ["v", "report_id", "pseudonym", "ct"],
         "additionalProperties": False,
         "properties": {
             "v": {"type": "integer"},
             "report_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
             "pseudonym": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "device_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
             "ct": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"},
+            "sig": {"type": "string", "pattern": "^[A-Za-z0-9_-]{86}$"},
         },
     },
     "ReportBatch": {

@@ -1,17 +1,20 @@
 """Secret files in the data dir: bearer tokens and campaign private keys, always mode 0600.
 
-A secret is written to a temporary file created with mode 0600 (never world-readable, not even for an
-instant), fsynced, then renamed into place, so that a crash leaves either the old file or the new one.
-Token files are created once with ``O_EXCL`` semantics: when several workers start together, the first
-one's token wins and the others read it.
+A secret is written by the device client's one atomic writer,
+:func:`deniable.client.secret_file.write_secret_file`: a temporary file created with mode 0600 (never
+world-readable, not even for an instant), fsynced, renamed into place, then the directory fsynced, so that a
+crash leaves either the old file or the new one and a written key survives a power cut (the campaign is
+acknowledged only after its key file is durable). Token files are created once with ``O_EXCL`` semantics:
+when several workers start together, the first one's token wins and the others read it.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+
+from deniable.client.secret_file import write_secret_file
 
 __all__ = [
     "Tokens",
@@ -22,8 +25,6 @@ __all__ = [
     "write_secret",
 ]
 
-SECRET_MODE = 0o600
-_DIR_MODE = 0o700
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,31 +36,10 @@ class Tokens:
     generated: tuple[Path, ...] = ()
 
 
-def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
-    return path
-
-
 def write_secret(path: Path, data: bytes, *, exclusive: bool = False) -> bool:
-    """Write ``data`` to ``path`` with mode 0600 atomically; return False if ``exclusive`` and it exists."""
-    _private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if exclusive:
-            try:
-                os.link(tmp, path)  # atomic create-if-absent
-            except FileExistsError:
-                return False
-        else:
-            os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
+    """Write ``data`` to ``path`` with mode 0600 atomically and durably (file and directory fsynced);
+    return False if ``exclusive`` and it exists."""
+    return write_secret_file(path, data, exclusive=exclusive)
 
 
 def read_secret(path: Path) -> bytes:

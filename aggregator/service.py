@@ -13,7 +13,7 @@ from flask import current_app
 
 from deniable.aggregator import estimates, ingest
 from deniable.aggregator.central import remaining
-from deniable.aggregator.keyring import Keyring
+from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.campaign import CampaignConfig
@@ -74,6 +74,13 @@ class Service:
         self.store = Store(database)
         self.keyring = Keyring(data_dir)
         self.max_batch = max_batch
+        self.check_keys()
+
+    def check_keys(self) -> list[KeyProblem]:
+        """Check every campaign's key file against its descriptor (logs an ERROR per unusable key)."""
+        return self.keyring.check(
+            {record.id: config_of(record).public_key_bytes for record in self.store.list_campaigns()}
+        )
 
     # -- campaigns -------------------------------------------------------------------------------
 
@@ -177,7 +184,7 @@ class Service:
     def submit_reports(self, campaign_id: str, body: Any) -> dict[str, Any]:
         """Process one batch of envelopes for the campaign (see :mod:`deniable.aggregator.ingest`)."""
         config = self.campaign(campaign_id)
-        private_key = self.keyring.private_key(campaign_id)
+        private_key = self.keyring.private_key(campaign_id, config.public_key_bytes)
         return ingest.submit_batch(self.store, config, private_key, body, max_batch=self.max_batch)
 
     def estimate(

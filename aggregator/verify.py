@@ -1,4 +1,5 @@
-"""Recounting: check that the stored tallies and counters equal a fresh count of the stored reports.
+"""Recounting and key checks: stored tallies and counters equal a fresh count of the stored reports, and
+every campaign's key file is usable and matches the campaign's public key.
 
 The ingestion path updates reports, tallies and counters in one transaction, so they always agree; this
 module is the independent check behind ``deniable verify`` (and the crash tests): it decodes every stored
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.service import config_of
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 
-__all__ = ["CampaignCheck", "recount", "verify_store"]
+__all__ = ["CampaignCheck", "recount", "verify_keys", "verify_store"]
 
 
 @dataclass
@@ -67,3 +70,16 @@ def verify_store(store: Store) -> list[CampaignCheck]:
                     check.mismatches.append(f"tally {where}: stored {have}, recount {want}")
         checks.append(check)
     return checks
+
+
+def verify_keys(store: Store, data_dir: Path) -> list[KeyProblem]:
+    """Every campaign whose key file is missing, damaged or not the key of its descriptor (the same check
+    the server runs at start and on load)."""
+    keyring = Keyring(data_dir)
+    problems = []
+    for record in store.list_campaigns():
+        config = config_of(record)
+        problem = keyring.problem(config.id, config.public_key_bytes)
+        if problem is not None:
+            problems.append(problem)
+    return problems

@@ -31,7 +31,7 @@ from deniable.client import Client, Response, simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
 from deniable.client.state import DeviceState, ReportRow
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import encode_key, generate_keypair, make_pseudonym
+from deniable.shared.envelope import encode_key, generate_keypair
 
 MECHANISMS = (("grr", 4, 1.0), ("oue", 16, 1.0), ("olh", 16, 1.0))
 
@@ -56,13 +56,12 @@ def per_report(reports: int, durability: str) -> list[dict[str, Any]]:
         key = config.public_key_bytes
         with tempfile.TemporaryDirectory() as tmp:
             state = DeviceState(Path(tmp) / "state", durability=durability)
-            pseudonym = make_pseudonym(state.secret, config.id)
             t_rand, t_seal, t_store = [], [], []
             for i in range(reports):
                 t0 = time.perf_counter()
                 report = randomize_index(config, i % k)
                 t1 = time.perf_counter()
-                envelope = seal_answer(config, pseudonym, report, None, public_key=key)
+                envelope = seal_answer(config, state.secret, report, None, public_key=key)
                 t2 = time.perf_counter()
                 text = json.dumps(envelope.to_json(), separators=(",", ":"))
                 row = ReportRow(envelope.report_id, f"bench-{i}", False, "local", config.epsilon, text)

@@ -4,14 +4,15 @@
 
 What it measures, in one run on this machine:
 
-1. **Raw HPKE decrypt rate** (one core, this process): ``Suite.decrypt`` of the same envelopes with a
-   loaded key, the floor of the aggregator's CPU work per report; also ``open_envelope`` (decrypt +
-   binding + JSON parse) for reference.
+1. **Raw open + verify rate** (one core, this process): ``Suite.decrypt`` of the same envelopes with a
+   loaded key plus the Ed25519 verification of each envelope's proof of possession (wire format v2), the
+   floor of the aggregator's CPU work per report; also ``open_envelope`` (length check, proof, decrypt,
+   binding, unpadding, JSON parse) for reference.
 2. **Ingestion rate**: ``deniable serve`` (gunicorn, W workers) in a subprocess; this process posts
    pre-encrypted, pre-serialized batches of 1,000 envelopes from C concurrent keep-alive connections
    (TCP_NODELAY: otherwise Nagle's algorithm and delayed ACKs add ~40 ms to every request whose headers and
    body are sent apart) and waits for every reply (each committed durably, synchronous=FULL). Goal: ≥ 50%
-   of the raw decrypt rate.
+   of the raw open + verify rate.
 3. **Estimate latency** with 1,000,000 stored reports (bulk-loaded through ``Store.ingest``, the
    ingestion path minus HTTP and decryption): median and p95 of ``GET .../estimate`` over HTTP, overall
    and grouped. Goal: < 50 ms. ``--quick`` loads 100,000 instead and says so.
@@ -38,9 +39,10 @@ from typing import Any
 
 import numpy as np
 
+from deniable.aggregator.keyring import load_private_key
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import Envelope, hpke_info, make_pseudonym, open_envelope, seal
+from deniable.shared.envelope import Envelope, hpke_info, open_envelope, signed_message
 
 BATCH = 1000
 K = 16
@@ -98,30 +100,33 @@ def seal_envelopes(config: CampaignConfig, n: int, rng: np.random.Generator) -> 
     envelopes = []
     for report in np.asarray(reports).tolist():
         payload = config.make_payload(int(report), {"region": f"r{int(rng.integers(0, 8))}"})
-        pseudonym = make_pseudonym(rng.bytes(32), config.id)
-        envelopes.append(seal(payload, campaign_id=config.id, public_key=config.public_key_bytes,
-                              pseudonym=pseudonym).to_json())  # fmt: skip
+        envelopes.append(config.seal(payload, device_secret=rng.bytes(32)).to_json())
     return envelopes
 
 
 def raw_decrypt_rates(
     config: CampaignConfig, private_key: bytes, envelopes: list[dict[str, Any]]
 ) -> tuple[float, float]:
-    """Reports per second of bare HPKE decryption and of ``open_envelope``, on one core."""
+    """Reports per second of what one report needs at the least (bare HPKE decryption plus the Ed25519
+    verification of its proof of possession) and of ``open_envelope``, on one core."""
     from cryptography.hazmat.primitives import hpke
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
     suite = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
     key = X25519PrivateKey.from_private_bytes(private_key)
     parsed = [Envelope.from_json(e) for e in envelopes]
     infos = [hpke_info(config.id, e.version, e.report_id, e.pseudonym) for e in parsed]
+    messages = [signed_message(info, e.ciphertext) for e, info in zip(parsed, infos, strict=True)]
     start = time.perf_counter()
-    for envelope, info in zip(parsed, infos, strict=True):
+    for envelope, info, message in zip(parsed, infos, messages, strict=True):
+        assert envelope.device_key is not None and envelope.signature is not None
+        Ed25519PublicKey.from_public_bytes(envelope.device_key).verify(envelope.signature, message)
         suite.decrypt(envelope.ciphertext, key, info=info)
     raw = len(parsed) / (time.perf_counter() - start)
     start = time.perf_counter()
     for envelope in parsed:
-        open_envelope(envelope, campaign_id=config.id, private_key=private_key)
+        open_envelope(envelope, campaign_id=config.id, private_key=private_key, padded_length=config.padded_length)
     opened = len(parsed) / (time.perf_counter() - start)
     return raw, opened
 
@@ -229,18 +234,18 @@ def main(argv: list[str] | None = None) -> int:
             config = CampaignConfig.from_json(created)
             print(f"sealing {n_upload:,} envelopes (GRR, k={K}, eps={EPSILON}) ...", flush=True)
             envelopes = seal_envelopes(config, n_upload, rng)
-            private_key = (data_dir / "keys" / "bench.key").read_bytes()
+            private_key = load_private_key(data_dir, "bench")
             sample = envelopes[: min(5_000, n_upload)]
             raw_before, opened = raw_decrypt_rates(config, private_key, sample)
             rate, accepted = ingest_rate(server, "bench", envelopes, args.clients)
             raw_after, _ = raw_decrypt_rates(config, private_key, sample)
             assert accepted == n_upload, accepted
             raw = (raw_before + raw_after) / 2  # bracket the upload: the machine's load may drift
-            print(f"raw HPKE decrypt (1 core, this process):  {raw:10,.0f} reports/s "
+            print(f"raw HPKE decrypt + Ed25519 verify (1 core, this process):  {raw:10,.0f} reports/s "
                   f"(before {raw_before:,.0f}, after {raw_after:,.0f})")  # fmt: skip
-            print(f"open_envelope (decrypt+bind+parse, 1 core): {opened:8,.0f} reports/s")
+            print(f"open_envelope (size+proof+decrypt+bind+unpad+parse, 1 core): {opened:8,.0f} reports/s")
             print(f"ingestion over HTTP ({args.workers} workers x {args.threads} threads, {args.clients} clients, "
-                  f"batches of {BATCH}, durable): {rate:,.0f} reports/s = {rate / raw:.0%} of raw decrypt "
+                  f"batches of {BATCH}, durable): {rate:,.0f} reports/s = {rate / raw:.0%} of raw open + verify "
                   f"(goal >= 50%), on {os.cpu_count()} cores shared with this client")  # fmt: skip
 
             _, created = server.request("POST", "/api/v1/campaigns", json.dumps({"id": "bench-big", **fields}).encode(),

@@ -41,7 +41,6 @@ from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, RetryPolicy, TransportError
 from deniable.client.report import randomize_index, seal_answer
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym
 
 CAMPAIGN = "soak"
 CATEGORIES = ["a", "b", "c", "d"]
@@ -126,8 +125,7 @@ def device_process(
         envelopes = []
         for _ in range(batch):
             value = secrets.randbelow(len(CATEGORIES))
-            pseudonym = make_pseudonym(secrets.token_bytes(32), CAMPAIGN)
-            envelope = seal_answer(config, pseudonym, randomize_index(config, value), None)
+            envelope = seal_answer(config, secrets.token_bytes(32), randomize_index(config, value), None)
             envelopes.append(envelope.to_json())
         generated.extend(e["report_id"] for e in envelopes)
         pending, attempt = envelopes, 0

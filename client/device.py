@@ -261,7 +261,7 @@ class Client:
                 return self._resend(first, db)
             self._check_budget(config, cost)
             report_id, report = one_shot_answer(config, self._state.secret, index)
-            envelope = seal_answer(config, pseudonym, report, groups, report_id=report_id)
+            envelope = seal_answer(config, self._state.secret, report, groups, report_id=report_id)
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text)
             DeviceState.record_spend(db, row)
@@ -299,7 +299,7 @@ class Client:
                 self._check_budget(config, cost)
             envelope = seal_answer(
                 config,
-                pseudonym,
+                self._state.secret,
                 report,
                 groups,
                 report_id=round_report_id(self._state.secret, config.id, index, round),

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym
 from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
 from deniable.shared.fields import check_round
 
@@ -126,10 +125,10 @@ def simulate_fleet(
     def devices(start: int, stop: int) -> list[dict[str, Any]]:
         envelopes = []
         for i in range(start, stop):
-            pseudonym = make_pseudonym(secrets.token_bytes(32), campaign_id)
             report = randomize_index(config, indices[i])
             device_groups = None if groups is None else groups[i]
-            sealed = seal_answer(config, pseudonym, report, device_groups, public_key=public_key, round=round)
+            sealed = seal_answer(config, secrets.token_bytes(32), report, device_groups, public_key=public_key,
+                                 round=round)  # fmt: skip
             envelopes.append(sealed.to_json())
         return envelopes
 

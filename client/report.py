@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import Envelope, seal
+from deniable.shared.envelope import Envelope
 from deniable.shared.errors import InvalidConfig
 from deniable.shared.sampling import RandBelow
 
@@ -53,7 +53,7 @@ def randomize_index(config: CampaignConfig, index: int, randbelow: RandBelow = s
 
 def seal_answer(
     config: CampaignConfig,
-    pseudonym: str,
+    device_secret: bytes,
     report: Any,
     groups: Mapping[str, str] | None,
     *,
@@ -61,12 +61,12 @@ def seal_answer(
     report_id: str | None = None,
     round: str | None = None,
 ) -> Envelope:
-    """Seal the payload to the campaign key, bound to campaign id, version, report id and pseudonym
-    (``round``: the round label, for recurring campaigns only)."""
-    return seal(
+    """Seal the payload to the campaign key in the descriptor's format version: bound to campaign id,
+    version, report id and the device's pseudonym, padded to the campaign's fixed length and signed with
+    the device's campaign key (version 2) (``round``: the round label, for recurring campaigns only)."""
+    return config.seal(
         config.make_payload(report, groups, round),
-        campaign_id=config.id,
-        public_key=config.public_key_bytes if public_key is None else public_key,
-        pseudonym=pseudonym,
+        device_secret=device_secret,
         report_id=report_id,
+        public_key=public_key,
     )

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from deniable.client.secret_file import write_secret_file
 from deniable.shared.errors import (
     DeviceSecretDamaged,
     DeviceStateError,
@@ -612,28 +613,13 @@ class DeviceState:
 def _load_or_create_secret(path: Path) -> bytes:
     """Read the device secret, or create it once: 32 bytes from :mod:`secrets`, mode 0600, fsynced.
 
-    Written to a private temporary file first and hard-linked into place, so a crash never leaves a
-    truncated secret and two processes starting together agree on one secret (the loser reads the winner's).
+    Written by :func:`~deniable.client.secret_file.write_secret_file` (private temporary file, fsync,
+    hard link into place, fsync of the directory), so a crash never leaves a truncated secret and two
+    processes starting together agree on one secret (the loser reads the winner's).
     """
     if path.exists() or path.is_symlink():
         return _read_secret(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    try:
-        try:
-            os.write(fd, secrets.token_bytes(_SECRET_BYTES))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        with contextlib.suppress(FileExistsError):
-            os.link(tmp, path)
-    finally:
-        tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_secret_file(path, secrets.token_bytes(_SECRET_BYTES), exclusive=True)  # the loser reads the winner's
     return _read_secret(path)
 
 

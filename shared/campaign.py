@@ -44,9 +44,11 @@ from deniable.shared.envelope import (
     FORMAT_VERSION,
     SUITE_ID,
     SUPPORTED_VERSIONS,
+    Envelope,
     canonical_json,
     decode_key,
     encode_key,
+    seal,
 )
 from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.fields import (
@@ -55,6 +57,7 @@ from deniable.shared.fields import (
     MAX_GROUP_FIELDS,
     MAX_GROUP_VALUE_CHARS,
     MAX_GROUP_VALUES,
+    MAX_ROUND_CHARS,
     check_categories,
     check_choice,
     check_group_fields,
@@ -484,6 +487,53 @@ class CampaignConfig:
         """
         pinned = {key: value for key, value in self.to_json().items() if key not in _UNPINNED_KEYS}
         return hashlib.sha256(canonical_json(pinned)).hexdigest()
+
+    @cached_property
+    def padded_length(self) -> int | None:
+        """The byte length every version-2 plaintext of this campaign is padded to (None in version 1).
+
+        The canonical JSON of the widest payload the descriptor allows: the widest report of the mechanism
+        (local) or the largest index (central), for each group field its longest declared value or, when
+        none is declared, a value of the maximum length in the characters whose JSON escape is longest
+        (``\\u0001``: 6 bytes), and the longest round label (recurring). Canonical JSON of an object is the
+        sum of its parts, so no payload of this campaign is longer, and every envelope of the campaign
+        has ``48 + padded_length`` bytes of ciphertext (``docs/wire-format.md`` §7.1).
+        """
+        if self.format_version < 2:
+            return None
+        groups = {}
+        for name in self.group_fields:
+            declared = self.group_values.get(name)
+            if declared:
+                groups[name] = max(declared, key=lambda v: len(canonical_json(v)))
+            else:
+                groups[name] = "\x01" * MAX_GROUP_VALUE_CHARS
+        widest: dict[str, Any]
+        if self.trust_model == "central":
+            widest = {"value": self.k - 1, "groups": groups}
+        else:
+            mechanism = self.build_mechanism()
+            widest = {"report": mechanism.encode_report(mechanism.widest_report()), "groups": groups}
+            if self.recurring:
+                widest["round"] = "a" * MAX_ROUND_CHARS
+        return len(canonical_json(widest))
+
+    def seal(self, payload: Mapping[str, Any], *, device_secret: bytes, report_id: str | None = None,
+             public_key: bytes | None = None) -> Envelope:  # fmt: skip
+        """Seal ``payload`` (from :meth:`make_payload`) for this campaign in its format version.
+
+        Padded to :attr:`padded_length` and signed with the device's campaign key (version 2), under the
+        descriptor's public key unless ``public_key`` is given. Raises ``InvalidParameter``.
+        """
+        return seal(
+            payload,
+            campaign_id=self.id,
+            public_key=self.public_key_bytes if public_key is None else public_key,
+            device_secret=device_secret,
+            padded_length=self.padded_length,
+            report_id=report_id,
+            version=self.format_version,
+        )
 
     def make_payload(
         self, report_or_value: Any, groups: Mapping[str, str] | None = None, round: str | None = None

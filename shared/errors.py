@@ -10,6 +10,7 @@
     ├── ReleaseRefused                  a central campaign's release policy forbids this release now
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
+    ├── CampaignKeyUnavailable          the aggregator cannot use a campaign's key (a server fault; retryable)
     ├── TransportError                  the aggregator could not be reached, or did not settle a delivery
     │   └── DeliveryError               it answered, but not with a verdict on the reports (they stay queued)
     │       ├── RedirectRefused         3xx: a POST is never re-sent elsewhere
@@ -42,6 +43,7 @@ __all__ = [
     "BatchTooLarge",
     "BudgetExceeded",
     "CampaignClosed",
+    "CampaignKeyUnavailable",
     "CampaignNotFound",
     "DeliveryError",
     "DeniableError",
@@ -132,6 +134,16 @@ class CampaignClosed(DeniableError):
     """The campaign is closed and accepts no more reports."""
 
     code = "campaign_closed"
+
+
+class CampaignKeyUnavailable(DeniableError):
+    """The aggregator's key file of a campaign is missing or does not match the campaign's public key.
+
+    A fault of the server, not of any report: the aggregator answers 503 (retryable), so devices keep their
+    reports until the operator restores the key, and logs an ERROR naming the campaign and the file.
+    """
+
+    code = "campaign_key_unavailable"
 
 
 class TransportError(DeniableError):

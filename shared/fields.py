@@ -45,6 +45,8 @@ MAX_GROUP_VALUES = 1000
 SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 #: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
 ROUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
+#: The longest round label ROUND_RE allows (ASCII only, so as many bytes in canonical JSON).
+MAX_ROUND_CHARS = 32
 ROUND_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
+from deniable.aggregator.keyring import load_private_key
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import public_key_of
 from deniable.shared.mechanisms import choose_mechanism
@@ -85,7 +86,7 @@ def test_each_campaign_has_its_own_key_stored_0600_and_never_served(aggregator: 
     for config in (a, b):
         key_file = aggregator.data_dir / "keys" / f"{config['id']}.key"
         assert mode(key_file) == 0o600
-        private = key_file.read_bytes()
+        private = load_private_key(aggregator.data_dir, config["id"])
         assert CampaignConfig.from_json(config).public_key_bytes == public_key_of(private)
         for path in (f"/api/v1/campaigns/{config['id']}", "/api/v1/campaigns"):
             text = aggregator.get(path, role="admin").text

@@ -149,8 +149,9 @@ def test_every_error_class_has_a_client_status() -> None:
     classes = [getattr(errors, name) for name in errors.__all__]
     for cls in classes:
         status = next(status for klass, status in STATUS_OF if issubclass(cls, klass))
-        # 5xx only for the device-side delivery errors (never raised by the aggregator itself)
-        assert 400 <= status < 600 and (status < 500 or issubclass(cls, errors.TransportError))
+        # 5xx only for faults of the server (or of the link), never for anything a client sends
+        server_faults = (errors.TransportError, errors.CampaignKeyUnavailable)
+        assert 400 <= status < 600 and (status < 500 or issubclass(cls, server_faults))
     assert dict(STATUS_OF)[errors.UnknownCampaign] == 404
     assert dict(STATUS_OF)[errors.CampaignClosed] == 409
     assert dict(STATUS_OF)[errors.BudgetExceeded] == 409

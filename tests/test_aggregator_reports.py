@@ -12,7 +12,6 @@ from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym, seal
 
 CATEGORIES = ["a", "b", "c", "d"]
 
@@ -59,12 +58,8 @@ def test_replaying_every_report_changes_nothing(aggregator: RunningServer, campa
 
 def test_one_device_counts_once_per_campaign(aggregator: RunningServer, campaign: dict) -> None:
     config = CampaignConfig.from_json(campaign)
-    pseudonym = make_pseudonym(bytes(range(32)), config.id)
-    fresh = [
-        seal(config.make_payload(i % 4, {"g": "x"}), campaign_id=config.id, public_key=config.public_key_bytes,
-             pseudonym=pseudonym).to_json()
-        for i in range(3)
-    ]  # fmt: skip
+    fresh = [config.seal(config.make_payload(i % 4, {"g": "x"}), device_secret=bytes(range(32))).to_json()
+             for i in range(3)]  # fmt: skip
     body = post(aggregator, config.id, fresh)
     assert [r["status"] for r in body["results"]] == ["accepted", "duplicate", "duplicate"]
     assert "already reported" in body["results"][1]["reason"]
@@ -78,11 +73,9 @@ def test_per_envelope_problems_are_rejected_without_failing_the_batch(
                                        mechanism="grr", group_fields=["g"])  # fmt: skip
     for_other = envelopes(other, 1, seed=3)[0]
     config = CampaignConfig.from_json(campaign)
-    pseudonym = make_pseudonym(bytes(range(1, 33)), config.id)
-    out_of_range = seal({"report": 7, "groups": {"g": "x"}}, campaign_id=config.id,
-                        public_key=config.public_key_bytes, pseudonym=pseudonym).to_json()  # fmt: skip
-    missing_group = seal({"report": 1, "groups": {}}, campaign_id=config.id,
-                         public_key=config.public_key_bytes, pseudonym=pseudonym).to_json()  # fmt: skip
+    secret = bytes(range(1, 33))
+    out_of_range = config.seal({"report": 7, "groups": {"g": "x"}}, device_secret=secret).to_json()
+    missing_group = config.seal({"report": 1, "groups": {}}, device_secret=secret).to_json()
     items = [
         good[0],
         flip_bit(good[1], 5),  # in the encapsulated key
@@ -105,7 +98,8 @@ def test_per_envelope_problems_are_rejected_without_failing_the_batch(
     assert body["accepted"] == 2 and body["rejected"] == 12 and body["duplicate"] == 0
     reasons = [r["reason"] for r in body["results"]]
     assert all(isinstance(reason, str) and reason for reason in reasons[1:-1])
-    assert "does not decrypt" in reasons[1] and "does not decrypt" in reasons[4]
+    # Altered or moved envelopes no longer carry a valid signature: the proof fails before decryption.
+    assert "proof of possession fails" in reasons[1] and "proof of possession fails" in reasons[4]
     assert "'groups'" in reasons[6]
     assert body["results"][9]["report_id"] is None
 

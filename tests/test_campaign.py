@@ -20,9 +20,7 @@ from deniable.shared.envelope import (
     canonical_json,
     encode_key,
     generate_keypair,
-    make_pseudonym,
     open_envelope,
-    seal,
 )
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.mechanisms import OLH, OUE, BinaryRR, OLHReport, choose_mechanism
@@ -156,7 +154,7 @@ BAD_FIELDS = [
     ({"public_key": KEY + "A"}, "'public_key' must be 32 bytes in base64url"),
     ({"public_key": encode_key(bytes(32))}, "small-order"),
     ({"public_key": None}, "'public_key' must be a base64url string"),
-    ({"format_version": 2}, r"'format_version' must be one of \[1\], got 2; update the client"),
+    ({"format_version": 3}, r"'format_version' must be one of \[1, 2\], got 3; update the client"),
     ({"format_version": True}, "'format_version' must be one of"),
     ({"suite": "P256-HKDF-SHA256-AES128GCM"}, "'suite' must be 'X25519-HKDF-SHA256-ChaCha20Poly1305'"),
     ({"status": "paused"}, "'status' must be one of 'open', 'closed'"),
@@ -343,9 +341,8 @@ def test_local_payload_round_trip_through_an_envelope(mechanism: str, categories
         report = m.randomize(value)
         payload = c.make_payload(report, {"country": "NL"})
         assert set(payload) == {"report", "groups"}
-        pseudonym = make_pseudonym(b"\x07" * 32, c.id)
-        e = seal(payload, campaign_id=c.id, public_key=c.public_key_bytes, pseudonym=pseudonym)
-        opened = open_envelope(e, campaign_id=c.id, private_key=PRIVATE)
+        e = c.seal(payload, device_secret=b"\x07" * 32)
+        opened = open_envelope(e, campaign_id=c.id, private_key=PRIVATE, padded_length=c.padded_length)
         assert c.decode_payload(opened) == (report, {"country": "NL"})
 
 

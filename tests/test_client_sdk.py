@@ -487,7 +487,7 @@ def test_a_rejected_report_is_recorded_with_its_reason(
     client.submit("garbled", "x")
     result = client.deliver()
     assert (result.delivered, result.rejected) == (0, 1)
-    assert "does not decrypt" in client.rejections()[0].reason
+    assert "proof of possession fails" in client.rejections()[0].reason  # the signature covers the ciphertext
     assert client.submit("garbled", "x").queued is False  # a memoized rejected report is not re-queued
 
 

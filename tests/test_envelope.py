@@ -38,7 +38,8 @@ from deniable.shared.envelope import (
 from deniable.shared.errors import InvalidParameter, InvalidReport
 
 PRIVATE, PUBLIC = generate_keypair()
-PSEUDONYM = make_pseudonym(b"\x01" * 32, "smoking-2026")
+SECRET = b"\x01" * 32
+PSEUDONYM = make_pseudonym(SECRET, "smoking-2026", 1)
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 
 slugs = st.from_regex(r"[a-z0-9][a-z0-9-]{0,63}", fullmatch=True)
@@ -54,7 +55,9 @@ payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=5)
 
 
 def sealed(payload: dict[str, object] | None = None, **kwargs: object) -> Envelope:
-    args: dict[str, object] = {"campaign_id": "smoking-2026", "public_key": PUBLIC, "pseudonym": PSEUDONYM}
+    """A version-1 envelope (still read for campaigns created under it); version 2: test_envelope_v2.py."""
+    args: dict[str, object] = {"campaign_id": "smoking-2026", "public_key": PUBLIC, "device_secret": SECRET,
+                               "padded_length": None, "version": 1}  # fmt: skip
     args.update(kwargs)
     return seal({"report": 1, "groups": {}} if payload is None else payload, **args)  # type: ignore[arg-type]
 
@@ -120,7 +123,7 @@ def test_report_ids_are_128_bit_lowercase_hex_and_fresh() -> None:
 def test_pseudonym_is_the_documented_hmac() -> None:
     secret = bytes(range(32))
     expected = hmac.new(secret, b"deniable/pseudonym/v1\x00smoking-2026", hashlib.sha256).hexdigest()
-    assert make_pseudonym(secret, "smoking-2026") == expected
+    assert make_pseudonym(secret, "smoking-2026", 1) == expected
 
 
 @given(secret=st.binary(min_size=32, max_size=32), a=slugs, b=slugs)
@@ -252,7 +255,8 @@ GOOD = sealed().to_json()
         ("x", "must be a JSON object"),
         ({k: v for k, v in GOOD.items() if k != "ct"}, "missing 'ct'"),
         ({**GOOD, "extra": 1}, "unexpected 'extra'"),
-        ({**GOOD, "v": 2}, "'v' is 2, an unknown format version"),
+        ({**GOOD, "v": 3}, "'v' is 3, an unknown format version"),
+        ({**GOOD, "v": 2}, "missing 'device_key', 'sig'"),
         ({**GOOD, "v": "1"}, "'v' must be an integer"),
         ({**GOOD, "v": True}, "'v' must be an integer"),
         ({**GOOD, "v": 1.0}, "'v' must be an integer"),
@@ -313,12 +317,12 @@ def test_envelope_from_json_only_ever_raises_invalid_report(obj: object) -> None
 
 
 @settings(max_examples=50, deadline=None)
-@given(payload=payloads, campaign=slugs, pseudonym=hex64)
+@given(payload=payloads, campaign=slugs, secret=st.binary(min_size=32, max_size=32))
 def test_seal_then_open_returns_the_payload(
-    payload: dict[str, object], campaign: str, pseudonym: str
+    payload: dict[str, object], campaign: str, secret: bytes
 ) -> None:
-    e = sealed(payload, campaign_id=campaign, pseudonym=pseudonym)
-    assert e.pseudonym == pseudonym and e.version == 1
+    e = sealed(payload, campaign_id=campaign, device_secret=secret)
+    assert e.pseudonym == make_pseudonym(secret, campaign, 1) and e.version == 1
     assert len(e.ciphertext) == 32 + len(canonical_json(payload)) + 16
     received = Envelope.from_json(e.to_json())
     assert open_envelope(received, campaign_id=campaign, private_key=PRIVATE) == payload
@@ -401,8 +405,8 @@ def test_seal_refuses_oversized_payloads_and_bad_arguments() -> None:
         sealed({"x": "a" * MAX_PLAINTEXT_BYTES})
     with pytest.raises(InvalidParameter, match="'payload' must be a JSON object"):
         sealed([1, 2])  # type: ignore[arg-type]
-    with pytest.raises(InvalidParameter, match="'pseudonym'"):
-        sealed(pseudonym="nope")
+    with pytest.raises(InvalidParameter, match="'device_secret'"):
+        sealed(device_secret=b"nope")
     with pytest.raises(InvalidParameter, match="'report_id'"):
         sealed(report_id="nope")
     with pytest.raises(InvalidParameter, match="'public_key' must be 32 raw bytes"):
@@ -420,11 +424,13 @@ def test_random_ciphertexts_are_rejected_as_invalid_reports(ct: bytes, rid: str)
 
 def test_public_names_are_pinned() -> None:
     assert sorted(env.__all__) == [
-        "DEVICE_SECRET_BYTES", "ENC_BYTES", "Envelope", "FORMAT_VERSION", "INFO_LABEL", "MAX_CIPHERTEXT_BYTES",
-        "MAX_PLAINTEXT_BYTES", "MIN_CIPHERTEXT_BYTES", "PSEUDONYM_LABEL", "SUITE_ID", "SUPPORTED_VERSIONS",
-        "TAG_BYTES", "canonical_json", "check_public_key", "decode_key", "encode_key", "generate_keypair",
-        "hpke_info", "make_pseudonym", "new_report_id", "open_envelope", "parse_json_object", "public_key_of",
-        "seal",
+        "DEVICE_KEY_BYTES", "DEVICE_KEY_LABEL", "DEVICE_SECRET_BYTES", "ENC_BYTES", "Envelope", "FORMAT_VERSION",
+        "INFO_LABEL", "MAX_CIPHERTEXT_BYTES", "MAX_PLAINTEXT_BYTES", "MIN_CIPHERTEXT_BYTES", "PROOF_FAILED",
+        "PSEUDONYM_LABEL", "PSEUDONYM_LABEL_V2", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "SUITE_ID",
+        "SUPPORTED_VERSIONS", "TAG_BYTES", "canonical_json", "check_public_key", "decode_key", "device_public_key",
+        "device_signing_key", "encode_key", "generate_keypair", "hpke_info", "make_pseudonym", "new_report_id",
+        "open_envelope", "pad_plaintext", "parse_json_object", "pseudonym_of_key", "public_key_of", "seal",
+        "signed_message", "unpad_plaintext", "verify_possession",
     ]  # fmt: skip
     assert all(hasattr(env, name) for name in env.__all__)
 

@@ -38,7 +38,14 @@ from support.reports import simulate_envelopes
 from support.server import RunningServer
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import Envelope, hpke_info, make_pseudonym, new_report_id
+from deniable.shared.envelope import (
+    Envelope,
+    device_signing_key,
+    hpke_info,
+    new_report_id,
+    pseudonym_of_key,
+    signed_message,
+)
 
 SCALE = max(1, int(os.environ.get("DENIABLE_FUZZ_EXAMPLES", "25")) // 25)
 CAMPAIGN = "bodies"
@@ -270,12 +277,18 @@ def test_bodies_past_the_limits(aggregator: RunningServer, pool: list[dict[str, 
 
 
 def _seal_bytes(config: CampaignConfig, plaintext: bytes) -> dict[str, Any]:
-    """Seal arbitrary plaintext bytes exactly as ``seal`` would seal canonical JSON (same suite, same info)."""
+    """Seal arbitrary plaintext bytes exactly as ``seal`` would seal canonical JSON (same suite, same info,
+    padded to the campaign's length, signed by a fresh device's campaign key): only the content is wrong."""
     report_id = new_report_id()
-    pseudonym = make_pseudonym(os.urandom(32), config.id)
-    info = hpke_info(config.id, 1, report_id, pseudonym)
-    ciphertext = SUITE.encrypt(plaintext, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
-    return Envelope(version=1, report_id=report_id, pseudonym=pseudonym, ciphertext=ciphertext).to_json()
+    signer = device_signing_key(os.urandom(32), config.id)
+    device_key = signer.public_key().public_bytes_raw()
+    pseudonym = pseudonym_of_key(device_key, config.id)
+    info = hpke_info(config.id, config.format_version, report_id, pseudonym)
+    assert config.padded_length is not None
+    padded = plaintext + bytes(max(0, config.padded_length - len(plaintext)))
+    ciphertext = SUITE.encrypt(padded, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
+    signature = signer.sign(signed_message(info, ciphertext))
+    return Envelope(config.format_version, report_id, pseudonym, ciphertext, device_key, signature).to_json()
 
 
 #: The envelope suite as docs/wire-format.md names it: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305.

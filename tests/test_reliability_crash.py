@@ -42,6 +42,7 @@ from support.reports import simulate_envelopes
 from support.server import RunningServer
 
 from deniable.aggregator.app import DATABASE_NAME
+from deniable.aggregator.keyring import load_private_key
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, TransportError
 from deniable.shared.campaign import CampaignConfig
@@ -187,7 +188,7 @@ def test_acknowledged_reports_survive_repeated_sigkill(server_factory: Any, tmp_
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert f"ok        {CAMPAIGN}: {len(generated)} reports" in verify.stdout
 
-    private_key = (server.data_dir / "keys" / f"{CAMPAIGN}.key").read_bytes()
+    private_key = load_private_key(server.data_dir, CAMPAIGN)
     mechanism = config.build_mechanism()
     reports = [
         config.decode_payload(open_envelope(Envelope.from_json(e), campaign_id=CAMPAIGN, private_key=private_key))[0]

@@ -26,7 +26,6 @@ from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym, seal
 
 THREADS = 8
 
@@ -76,12 +75,8 @@ def test_the_same_batch_from_many_threads_counts_once(server: RunningServer) -> 
 
 def test_one_device_racing_itself_counts_once(server: RunningServer) -> None:
     config = _campaign(server, "race-one-device")
-    pseudonym = make_pseudonym(b"\x07" * 32, config.id)
-    envelopes = [
-        seal(config.make_payload(i % 3, {}), campaign_id=config.id, public_key=config.public_key_bytes,
-             pseudonym=pseudonym).to_json()
-        for i in range(THREADS)
-    ]  # fmt: skip
+    envelopes = [config.seal(config.make_payload(i % 3, {}), device_secret=b"\x07" * 32).to_json()
+                 for i in range(THREADS)]  # fmt: skip
     replies = _together([_post(server, config.id, [envelope]) for envelope in envelopes])
     statuses = Counter(r.json()["results"][0]["status"] for r in replies)
     assert statuses == Counter({"accepted": 1, "duplicate": THREADS - 1})

@@ -32,6 +32,7 @@ import requests
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
+from deniable.aggregator.keyring import load_private_key
 from deniable.client import Client, HTTPTransport, Response, simulate_fleet
 from deniable.client.state import SECRET_FILE
 
@@ -167,7 +168,7 @@ def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
     # -- what must never appear -------------------------------------------------------------------------
     secrets_ = {"admin token": [server.admin_token], "analyst token": [server.analyst_token]}
     for path in sorted((data_dir / "keys").glob("*.key")):
-        raw = path.read_bytes()
+        raw = load_private_key(data_dir, path.stem)
         assert len(raw) == 32
         secrets_[f"private key {path.stem}"] = _encodings(raw)
     secrets_["device secret"] = _encodings((device_dir / SECRET_FILE).read_bytes())

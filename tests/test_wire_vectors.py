@@ -1,4 +1,6 @@
-"""Known-answer vectors of wire format v1 (``tests/vectors/wire-v1.json``, made by ``make_vectors.py``).
+"""Known-answer vectors of every wire format version (``tests/vectors/wire-v<N>.json``, made by
+``make_vectors.py``): version 2, what devices write today, and version 1, still read for campaigns created
+under it.
 
 Each vector was sealed once with real randomness; these tests check that today's code still reads them
 exactly as a client in another language must (``docs/wire-format.md``).
@@ -15,13 +17,16 @@ from typing import Any
 import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import (
     FORMAT_VERSION,
+    PROOF_FAILED,
     SUITE_ID,
+    SUPPORTED_VERSIONS,
     Envelope,
     canonical_json,
     decode_key,
@@ -33,16 +38,37 @@ from deniable.shared.envelope import (
 from deniable.shared.errors import InvalidReport
 from deniable.shared.mechanisms import olh_hash
 
-VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "vectors" / "wire-v1.json").read_text(encoding="utf-8")
-)
-PRIVATE = bytes.fromhex(VECTORS["keypair"]["private_key_hex"])
-CONFIGS = {case["name"]: CampaignConfig.from_json(case["config"]) for case in VECTORS["campaigns"]}
+
+def _load(version: int) -> dict[str, Any]:
+    path = Path(__file__).parent / "vectors" / f"wire-v{version}.json"
+    vectors: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return vectors
+
+
+ALL = {version: _load(version) for version in SUPPORTED_VERSIONS}
+VECTORS = ALL[FORMAT_VERSION]  # the current version: the one docs/wire-format.md quotes
+PRIVATE = {version: bytes.fromhex(v["keypair"]["private_key_hex"]) for version, v in ALL.items()}
+CONFIGS = {
+    (version, case["name"]): CampaignConfig.from_json(case["config"])
+    for version, v in ALL.items()
+    for case in v["campaigns"]
+}
 ENVELOPES = [
-    pytest.param(case["name"], item, id=f"{case['name']}-{i}")
-    for case in VECTORS["campaigns"]
+    pytest.param(version, case["name"], item, id=f"v{version}-{case['name']}-{i}")
+    for version, v in ALL.items()
+    for case in v["campaigns"]
     for i, item in enumerate(case["envelopes"])
 ]
+
+
+def _items(key: str) -> list[Any]:
+    return [
+        pytest.param(version, item, id=f"v{version}-{item.get('name', item.get('seed'))}")
+        for version, v in ALL.items()
+        for item in v.get(key, [])
+    ]
+
+
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 
 
@@ -87,40 +113,59 @@ def rfc9180_open(enc_and_ct: bytes, private_key: bytes, info: bytes) -> bytes:
     return ChaCha20Poly1305(key).decrypt(base_nonce, ct, b"")  # sequence number 0: nonce = base_nonce
 
 
-def test_vector_file_is_for_this_format() -> None:
-    assert VECTORS["format_version"] == FORMAT_VERSION and VECTORS["suite"] == SUITE_ID
-    assert {case["name"] for case in VECTORS["campaigns"]} == {"binary-rr", "grr", "oue", "olh", "central"}
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_vector_files_exist_for_every_version_read(version: int) -> None:
+    assert ALL[version]["format_version"] == version and ALL[version]["suite"] == SUITE_ID
+    assert {case["name"] for case in ALL[version]["campaigns"]} == {"binary-rr", "grr", "oue", "olh", "central"}
+    assert all(case["config"]["format_version"] == version for case in ALL[version]["campaigns"])
 
 
-def test_keypair_is_consistent() -> None:
-    public = bytes.fromhex(VECTORS["keypair"]["public_key_hex"])
-    assert public_key_of(PRIVATE) == public
-    assert decode_key(VECTORS["keypair"]["public_key"]) == public
+@pytest.mark.parametrize("version", SUPPORTED_VERSIONS)
+def test_keypair_is_consistent(version: int) -> None:
+    public = bytes.fromhex(ALL[version]["keypair"]["public_key_hex"])
+    assert public_key_of(PRIVATE[version]) == public
+    assert decode_key(ALL[version]["keypair"]["public_key"]) == public
 
 
-@pytest.mark.parametrize("case", VECTORS["campaigns"], ids=lambda case: case["name"])
-def test_campaign_configs_parse_and_fingerprint_as_recorded(case: dict[str, Any]) -> None:
-    config = CONFIGS[case["name"]]
+@pytest.mark.parametrize(
+    ("version", "case"),
+    [
+        pytest.param(version, case, id=f"v{version}-{case['name']}")
+        for version, v in ALL.items()
+        for case in v["campaigns"]
+    ],
+)
+def test_campaign_configs_parse_and_fingerprint_as_recorded(version: int, case: dict[str, Any]) -> None:
+    config = CONFIGS[version, case["name"]]
     assert config.to_json() == case["config"]
     assert config.pinned_fingerprint() == case["fingerprint"]
-    assert config.public_key == VECTORS["keypair"]["public_key"]
+    assert config.public_key == ALL[version]["keypair"]["public_key"]
+    assert config.padded_length == case.get("padded_length")
 
 
-@pytest.mark.parametrize(("name", "item"), ENVELOPES)
-def test_envelopes_open_to_the_recorded_payloads(name: str, item: dict[str, Any]) -> None:
-    config = CONFIGS[name]
+@pytest.mark.parametrize(("version", "name", "item"), ENVELOPES)
+def test_envelopes_open_to_the_recorded_payloads(version: int, name: str, item: dict[str, Any]) -> None:
+    config, private = CONFIGS[version, name], PRIVATE[version]
     envelope = Envelope.from_json(item["envelope"])
-    assert envelope.to_json() == item["envelope"]
-    assert envelope.pseudonym == make_pseudonym(bytes.fromhex(item["device_secret_hex"]), config.id)
+    assert envelope.version == version and envelope.to_json() == item["envelope"]
+    secret = bytes.fromhex(item["device_secret_hex"])
+    assert envelope.pseudonym == make_pseudonym(secret, config.id, version)
     info = hpke_info(config.id, envelope.version, envelope.report_id, envelope.pseudonym)
     assert info.hex() == item["info_hex"]
 
     # The plaintext bytes, decrypted with plain RFC 9180 HPKE (two implementations) and the documented info.
-    plain = SUITE.decrypt(envelope.ciphertext, X25519PrivateKey.from_private_bytes(PRIVATE), info=info)
-    assert plain == rfc9180_open(envelope.ciphertext, PRIVATE, info)
-    assert plain == item["plaintext"].encode("utf-8") == canonical_json(item["payload"])
+    plain = SUITE.decrypt(envelope.ciphertext, X25519PrivateKey.from_private_bytes(private), info=info)
+    assert plain == rfc9180_open(envelope.ciphertext, private, info)
+    json_bytes = item["plaintext"].encode("utf-8")
+    assert json_bytes == canonical_json(item["payload"])
+    if version == 1:
+        assert plain == json_bytes
+    else:  # zero bytes up to the campaign's padded length, and the documented proof of possession
+        assert config.padded_length is not None
+        assert plain == json_bytes + bytes(config.padded_length - len(json_bytes))
+        assert_documented_proof(config.id, secret, envelope, info, item)
 
-    payload = open_envelope(envelope, campaign_id=config.id, private_key=PRIVATE)
+    payload = open_envelope(envelope, campaign_id=config.id, private_key=private, padded_length=config.padded_length)
     assert payload == item["payload"]
     decoded, groups = config.decode_payload(payload)
     assert groups == payload["groups"]
@@ -132,34 +177,61 @@ def test_envelopes_open_to_the_recorded_payloads(name: str, item: dict[str, Any]
         assert mechanism.support(decoded) == item["support"]
 
 
-@pytest.mark.parametrize("item", VECTORS["undecryptable"], ids=lambda item: item["name"])
-def test_undecryptable_envelopes_are_rejected(item: dict[str, Any]) -> None:
-    envelope = Envelope.from_json(item["envelope"])  # well-formed ...
-    with pytest.raises(
-        InvalidReport, match=f"ciphertext does not decrypt for campaign '{item['campaign_id']}'"
-    ):
-        open_envelope(envelope, campaign_id=item["campaign_id"], private_key=PRIVATE)  # ... but not openable
+def assert_documented_proof(
+    campaign_id: str, secret: bytes, envelope: Envelope, info: bytes, item: dict[str, Any]
+) -> None:
+    """The device key, pseudonym and signature recomputed from docs/wire-format.md §4-§6 with bare primitives."""
+    cid = campaign_id.encode()
+    seed = hmac.new(secret, b"deniable/device-key/v2\x00" + cid, hashlib.sha256).digest()
+    device_key = Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes_raw()
+    assert device_key == envelope.device_key == bytes.fromhex(item["device_key_hex"])
+    digest = hashlib.sha256(b"deniable/pseudonym/v2\x00" + bytes([len(cid)]) + cid + device_key).hexdigest()
+    assert digest == envelope.pseudonym
+    message = b"deniable/envelope-signature/v2\x00" + info + envelope.ciphertext
+    assert envelope.signature is not None
+    Ed25519PublicKey.from_public_bytes(device_key).verify(envelope.signature, message)  # raises if not
 
 
-@pytest.mark.parametrize("item", VECTORS["malformed_envelopes"], ids=lambda item: item["name"])
-def test_malformed_envelopes_are_rejected_naming_the_field(item: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("version", "item"), _items("undecryptable"))
+def test_undecryptable_envelopes_are_rejected(version: int, item: dict[str, Any]) -> None:
+    envelope = Envelope.from_json(item["envelope"])  # well-formed (and, in version 2, properly signed) ...
+    with pytest.raises(InvalidReport, match=f"ciphertext does not decrypt for campaign '{item['campaign_id']}'"):
+        open_envelope(envelope, campaign_id=item["campaign_id"], private_key=PRIVATE[version])  # ... not openable
+
+
+@pytest.mark.parametrize(("version", "item"), _items("forged"))
+def test_forged_envelopes_fail_the_proof_of_possession(version: int, item: dict[str, Any]) -> None:
+    envelope = Envelope.from_json(item["envelope"])  # well-formed, but not signed by the pseudonym's key
+    with pytest.raises(InvalidReport) as caught:
+        open_envelope(envelope, campaign_id=item["campaign_id"], private_key=PRIVATE[version])
+    assert str(caught.value) == PROOF_FAILED
+
+
+@pytest.mark.parametrize(("version", "item"), _items("malformed_envelopes"))
+def test_malformed_envelopes_are_rejected_naming_the_field(version: int, item: dict[str, Any]) -> None:
     with pytest.raises(InvalidReport, match=item["field"]):
         Envelope.from_json(item["envelope"])
 
 
-@pytest.mark.parametrize("item", VECTORS["rejected_payloads"], ids=lambda item: item["name"])
-def test_decryptable_but_invalid_payloads_are_rejected(item: dict[str, Any]) -> None:
-    config = CONFIGS[item["campaign"]]
+@pytest.mark.parametrize(("version", "item"), _items("rejected_payloads"))
+def test_decryptable_but_invalid_payloads_are_rejected(version: int, item: dict[str, Any]) -> None:
+    config = CONFIGS[version, item["campaign"]]
     envelope = Envelope.from_json(item["envelope"])
     info = hpke_info(config.id, envelope.version, envelope.report_id, envelope.pseudonym)
-    key = X25519PrivateKey.from_private_bytes(PRIVATE)
-    assert SUITE.decrypt(envelope.ciphertext, key, info=info) == item["plaintext"].encode()
+    key = X25519PrivateKey.from_private_bytes(PRIVATE[version])
+    plain = SUITE.decrypt(envelope.ciphertext, key, info=info)
+    recorded = bytes.fromhex(item["plaintext_hex"]) if "plaintext_hex" in item else item["plaintext"].encode()
+    assert plain[: len(recorded)] == recorded and not plain[len(recorded) :].strip(b"\x00")  # padding
     with pytest.raises(InvalidReport):
-        config.decode_payload(open_envelope(envelope, campaign_id=config.id, private_key=PRIVATE))
+        config.decode_payload(
+            open_envelope(
+                envelope, campaign_id=config.id, private_key=PRIVATE[version], padded_length=config.padded_length
+            )
+        )
 
 
-@pytest.mark.parametrize("item", VECTORS["olh_hash"], ids=lambda item: item["seed"])
-def test_olh_hash_examples(item: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("version", "item"), _items("olh_hash"))
+def test_olh_hash_examples(version: int, item: dict[str, Any]) -> None:
     seed, g = int(item["seed"], 16), item["g"]
     assert [olh_hash(seed, v, g) for v in range(len(item["hashes"]))] == item["hashes"]
     # The same numbers from the formula written out in docs/wire-format.md.
@@ -172,9 +244,10 @@ def test_the_independent_hpke_open_detects_a_wrong_info() -> None:
     item = VECTORS["campaigns"][0]["envelopes"][0]
     envelope = Envelope.from_json(item["envelope"])
     info = bytes.fromhex(item["info_hex"])
-    assert rfc9180_open(envelope.ciphertext, PRIVATE, info) == item["plaintext"].encode()
+    private = PRIVATE[FORMAT_VERSION]
+    assert rfc9180_open(envelope.ciphertext, private, info).rstrip(b"\x00") == item["plaintext"].encode()
     with pytest.raises(InvalidTag):
-        rfc9180_open(envelope.ciphertext, PRIVATE, info[:-1] + bytes([info[-1] ^ 1]))
+        rfc9180_open(envelope.ciphertext, private, info[:-1] + bytes([info[-1] ^ 1]))
 
 
 def test_the_examples_quoted_in_the_spec_are_the_vectors() -> None:
@@ -182,7 +255,7 @@ def test_the_examples_quoted_in_the_spec_are_the_vectors() -> None:
     doc = (Path(__file__).parents[1] / "docs" / "wire-format.md").read_text(encoding="utf-8")
     case = VECTORS["campaigns"][0]
     first = case["envelopes"][0]
-    config = CONFIGS[case["name"]]
+    config = CONFIGS[FORMAT_VERSION, case["name"]]
     pinned = {key: value for key, value in case["config"].items() if key != "status"}
     assert f"its fingerprint is `{case['fingerprint']}`" in doc
     assert canonical_json(pinned).decode() in doc

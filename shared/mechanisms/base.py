@@ -147,6 +147,14 @@ class Mechanism(ABC):
         """Parse and validate a JSON report; raises InvalidReport if it is outside the report space."""
 
     @abstractmethod
+    def widest_report(self) -> Any:
+        """A report whose canonical-JSON wire encoding is the longest of the report space.
+
+        The envelope pads every payload to the length of the widest one (docs/wire-format.md §7.1), so the
+        ciphertext's size says nothing about the report.
+        """
+
+    @abstractmethod
     def support(self, report: Any) -> list[int]:
         """The categories v with v ∈ Support(report)."""
 

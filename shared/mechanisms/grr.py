@@ -75,6 +75,9 @@ class GRR(Mechanism):
     def encode_report(self, report: Any) -> int:
         return self.decode_report(report)
 
+    def widest_report(self) -> int:
+        return self.k - 1  # the most decimal digits
+
     def decode_report(self, obj: Any) -> int:
         if isinstance(obj, bool) or not isinstance(obj, Integral) or not 0 <= int(obj) < self.k:
             raise InvalidReport(f"a {self.name} report must be an integer in [0, {self.k}), got {obj!r}")

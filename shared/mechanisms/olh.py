@@ -131,6 +131,9 @@ class OLH(Mechanism):
         seed, y = self.decode_report(report)
         return {"seed": format(seed, "016x"), "y": y}
 
+    def widest_report(self) -> OLHReport:
+        return OLHReport(0, self.g - 1)  # the seed has a fixed width; the bucket the most digits
+
     def decode_report(self, obj: Any) -> OLHReport:
         if isinstance(obj, tuple) and len(obj) == 2:
             seed, y = obj

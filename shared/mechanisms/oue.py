@@ -90,6 +90,9 @@ class OUE(Mechanism):
     def encode_report(self, report: Any) -> str:
         return format(self._check_mask(report), f"0{self.hex_digits}x")
 
+    def widest_report(self) -> int:
+        return (1 << self.k) - 1  # every mask has the same width; this one is in the space for every k
+
     def decode_report(self, obj: Any) -> int:
         if isinstance(obj, int) and not isinstance(obj, bool):
             return self._check_mask(obj)

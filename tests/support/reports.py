@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym, seal
 from deniable.shared.mechanisms import OLHReport
 
 __all__ = ["device_reports", "seal_reports", "simulate_envelopes", "upload"]
@@ -65,11 +64,9 @@ def seal_reports(
     for i, report in enumerate(reports):
         group = dict(groups[i]) if groups is not None else {field: "all" for field in cfg.group_fields}
         payload = cfg.make_payload(report, group)
-        pseudonym = make_pseudonym(rng.bytes(32), cfg.id)
+        secret = rng.bytes(32)
         report_id = rng.bytes(16).hex()
-        envelope = seal(
-            payload, campaign_id=cfg.id, public_key=public_key, pseudonym=pseudonym, report_id=report_id
-        )
+        envelope = cfg.seal(payload, device_secret=secret, report_id=report_id, public_key=public_key)
         envelopes.append(envelope.to_json())
     return envelopes
 

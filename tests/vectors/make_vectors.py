@@ -1,19 +1,23 @@
-"""Generate the known-answer vectors ``tests/vectors/wire-v1.json`` (run by hand; the tests never run it).
+"""Generate the known-answer vectors ``tests/vectors/wire-v2.json`` (run by hand; the tests never run it).
 
     .venv/bin/python tests/vectors/make_vectors.py
 
 Ciphertexts and randomized reports use real randomness (HPKE ephemeral keys, the mechanisms' ``secrets``
 samplers), so every run writes different ciphertexts: regenerate only when the wire format changes, and
-bump the file name with ``FORMAT_VERSION``. The vectors are specified in ``docs/wire-format.md``.
+bump the file name with ``FORMAT_VERSION``. The vectors are specified in ``docs/wire-format.md``. The files
+of older versions (``wire-v1.json``) stay as they were recorded: the aggregator still reads campaigns of
+those versions and ``tests/test_wire_vectors.py`` checks every file.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from deniable.shared.campaign import CampaignConfig
@@ -22,12 +26,16 @@ from deniable.shared.envelope import (
     SUITE_ID,
     Envelope,
     canonical_json,
+    device_signing_key,
     encode_key,
     generate_keypair,
     hpke_info,
     make_pseudonym,
     new_report_id,
+    pad_plaintext,
+    pseudonym_of_key,
     seal,
+    signed_message,
 )
 from deniable.shared.mechanisms import olh_hash
 
@@ -47,6 +55,7 @@ def campaigns(public_key: bytes) -> dict[str, CampaignConfig]:
             epsilon=1.0,
             mechanism="binary-rr",
             group_fields=["country"],
+            group_values={"country": ["NL", "DE", "FR"]},
             **common,
         ),
         "grr": CampaignConfig.create(
@@ -56,6 +65,7 @@ def campaigns(public_key: bytes) -> dict[str, CampaignConfig]:
             epsilon=2.0,
             mechanism="grr",
             group_fields=["country", "age-band"],
+            group_values={"age-band": ["18-34", "35-64", "65+"]},
             **common,
         ),
         "oue": CampaignConfig.create(
@@ -84,6 +94,7 @@ def campaigns(public_key: bytes) -> dict[str, CampaignConfig]:
             budget=2.0,
             adjacency="replace",
             group_fields=["country"],
+            group_values={"country": ["NL", "DE", "FR", "BE"]},
             **common,
         ),
     }
@@ -107,11 +118,12 @@ def envelope_case(config: CampaignConfig, value: int, groups: dict[str, str], de
         report = mechanism.randomize(value)
         payload = config.make_payload(report, groups)
         extra = {"support": mechanism.support(report)}
-    pseudonym = make_pseudonym(DEVICE_SECRETS[device], config.id)
-    envelope = seal(payload, campaign_id=config.id, public_key=config.public_key_bytes, pseudonym=pseudonym)
+    envelope = config.seal(payload, device_secret=DEVICE_SECRETS[device])
     info = hpke_info(config.id, envelope.version, envelope.report_id, envelope.pseudonym)
+    assert envelope.device_key is not None
     return {
         "device_secret_hex": DEVICE_SECRETS[device].hex(),
+        "device_key_hex": envelope.device_key.hex(),
         "envelope": envelope.to_json(),
         "info_hex": info.hex(),
         "plaintext": canonical_json(payload).decode("utf-8"),
@@ -120,21 +132,33 @@ def envelope_case(config: CampaignConfig, value: int, groups: dict[str, str], de
     }
 
 
-def flip(ct: str, index: int) -> str:
-    """Flip the lowest bit of byte ``index`` of a base64url ciphertext."""
-    raw = bytearray(
-        Envelope.from_json({"v": 1, "report_id": "0" * 32, "pseudonym": "0" * 64, "ct": ct}).ciphertext
-    )
+def b64(raw: bytes) -> str:
+    """base64url without padding."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def flip(text: str, index: int) -> str:
+    """Flip the lowest bit of byte ``index`` of a base64url byte string."""
+    raw = bytearray(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     raw[index] ^= 1
-    return Envelope(1, "0" * 32, "0" * 64, bytes(raw)).to_json()["ct"]
+    return b64(bytes(raw))
 
 
-def raw_seal(config: CampaignConfig, plaintext: bytes) -> dict[str, Any]:
-    """An envelope around arbitrary plaintext bytes (to vector payloads ``seal`` would never produce)."""
-    rid, pseudonym = new_report_id(), make_pseudonym(DEVICE_SECRETS[0], config.id)
+def raw_seal(
+    config: CampaignConfig, plaintext: bytes, *, signer: Ed25519PrivateKey | None = None, pad: bool = True
+) -> dict[str, Any]:
+    """A signed envelope around arbitrary plaintext bytes (to vector payloads ``seal`` would never produce),
+    padded to the campaign's length unless ``pad`` is false; ``signer`` defaults to device 0's key."""
+    signer = device_signing_key(DEVICE_SECRETS[0], config.id) if signer is None else signer
+    device_key = signer.public_key().public_bytes_raw()
+    rid, pseudonym = new_report_id(), pseudonym_of_key(device_key, config.id)
     info = hpke_info(config.id, FORMAT_VERSION, rid, pseudonym)
-    ct = SUITE.encrypt(plaintext, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
-    return Envelope(FORMAT_VERSION, rid, pseudonym, ct).to_json()
+    assert config.padded_length is not None
+    # A payload longer than the campaign's length (wider than any valid one) is sent as it is.
+    body = pad_plaintext(plaintext, max(config.padded_length, len(plaintext))) if pad else plaintext
+    ct = SUITE.encrypt(body, X25519PublicKey.from_public_bytes(config.public_key_bytes), info=info)
+    signature = signer.sign(signed_message(info, ct))
+    return Envelope(FORMAT_VERSION, rid, pseudonym, ct, device_key, signature).to_json()
 
 
 def main() -> None:
@@ -152,38 +176,14 @@ def main() -> None:
                 "name": name,
                 "config": config.to_json(),
                 "fingerprint": config.pinned_fingerprint(),
+                "padded_length": config.padded_length,
                 "envelopes": envelopes,
             }
         )
 
     good = cases[0]["envelopes"][0]["envelope"]
+    smoking = configs["binary-rr"]
     undecryptable = [
-        {
-            "name": "bit flipped in the AEAD body",
-            "campaign_id": "smoking-2026",
-            "envelope": {**good, "ct": flip(good["ct"], 40)},
-        },
-        {
-            "name": "bit flipped in the tag",
-            "campaign_id": "smoking-2026",
-            "envelope": {**good, "ct": flip(good["ct"], -1)},
-        },
-        {
-            "name": "bit flipped in enc",
-            "campaign_id": "smoking-2026",
-            "envelope": {**good, "ct": flip(good["ct"], 0)},
-        },
-        {"name": "opened as another campaign", "campaign_id": "commute-mode", "envelope": good},
-        {
-            "name": "replayed under a fresh report id",
-            "campaign_id": "smoking-2026",
-            "envelope": {**good, "report_id": new_report_id()},
-        },
-        {
-            "name": "replayed under another pseudonym",
-            "campaign_id": "smoking-2026",
-            "envelope": {**good, "pseudonym": make_pseudonym(DEVICE_SECRETS[2], "smoking-2026")},
-        },
         {
             "name": "sealed to another key",
             "campaign_id": "smoking-2026",
@@ -191,13 +191,61 @@ def main() -> None:
                 good_payload(cases),
                 campaign_id="smoking-2026",
                 public_key=generate_keypair()[1],
-                pseudonym=good["pseudonym"],
+                device_secret=DEVICE_SECRETS[0],
+                padded_length=smoking.padded_length,
             ).to_json(),
         },
     ]
+    attacker = Ed25519PrivateKey.generate()
+    forged_ct = seal(
+        {"groups": {"country": "NL"}, "report": 1},
+        campaign_id="smoking-2026",
+        public_key=smoking.public_key_bytes,
+        device_secret=DEVICE_SECRETS[2],
+        padded_length=smoking.padded_length,
+    ).ciphertext
+    forged_info = hpke_info("smoking-2026", FORMAT_VERSION, good["report_id"], good["pseudonym"])
+    forged = [
+        {"name": "bit flipped in the AEAD body", "campaign_id": "smoking-2026",
+         "envelope": {**good, "ct": flip(good["ct"], 40)}},
+        {"name": "bit flipped in the tag", "campaign_id": "smoking-2026",
+         "envelope": {**good, "ct": flip(good["ct"], -1)}},
+        {"name": "bit flipped in enc", "campaign_id": "smoking-2026", "envelope": {**good, "ct": flip(good["ct"], 0)}},
+        {"name": "bit flipped in the signature", "campaign_id": "smoking-2026",
+         "envelope": {**good, "sig": flip(good["sig"], 5)}},
+        {"name": "opened as another campaign", "campaign_id": "commute-mode", "envelope": good},
+        {"name": "replayed under a fresh report id", "campaign_id": "smoking-2026",
+         "envelope": {**good, "report_id": new_report_id()}},
+        {"name": "replayed under another pseudonym", "campaign_id": "smoking-2026",
+         "envelope": {**good, "pseudonym": make_pseudonym(DEVICE_SECRETS[2], "smoking-2026")}},
+        {"name": "another device's key under this pseudonym", "campaign_id": "smoking-2026",
+         "envelope": {**good, "device_key": encode_key(device_signing_key(DEVICE_SECRETS[2], "smoking-2026")
+                                                       .public_key().public_bytes_raw())}},
+        {
+            "name": "another answer sealed under the captured pseudonym, signed by the attacker's key",
+            "campaign_id": "smoking-2026",
+            "envelope": {
+                **good,
+                "ct": b64(forged_ct),
+                "device_key": b64(attacker.public_key().public_bytes_raw()),
+                "sig": b64(attacker.sign(signed_message(forged_info, forged_ct))),
+            },
+        },
+    ]  # fmt: skip
     malformed = [
-        {"name": "unknown version", "envelope": {**good, "v": 2}, "field": "v"},
-        {"name": "version as a string", "envelope": {**good, "v": "1"}, "field": "v"},
+        {"name": "unknown version", "envelope": {**good, "v": 3}, "field": "'v'"},
+        {"name": "version as a string", "envelope": {**good, "v": "2"}, "field": "'v'"},
+        {
+            "name": "version 1 keys under version 2",
+            "envelope": {k: v for k, v in good.items() if k not in ("device_key", "sig")},
+            "field": "'device_key'",
+        },
+        {
+            "name": "short device key",
+            "envelope": {**good, "device_key": good["device_key"][:-3]},
+            "field": "'device_key'",
+        },
+        {"name": "short signature", "envelope": {**good, "sig": good["sig"][:-3]}, "field": "'sig'"},
         {"name": "padded base64", "envelope": {**good, "ct": good["ct"] + "="}, "field": "ct"},
         {
             "name": "standard base64 alphabet",
@@ -239,16 +287,18 @@ def main() -> None:
         ("central", b'{"groups":{"country":"NL"},"report":1}', "local payload in a central campaign"),
         ("grr", b"[3]", "payload not an object"),
         ("grr", b'{"groups":{},"report":1,"report":2}', "duplicate key"),
+        ("binary-rr", b'{"groups":{"country":"NL"},"report":1}\x00\x01', "non-zero byte in the padding"),
     ]
     rejected_payloads = [
         {
             "name": why,
             "campaign": name,
             "envelope": raw_seal(by_name[name], plaintext),
-            "plaintext": plaintext.decode(),
+            "plaintext_hex": plaintext.hex(),
         }
         for name, plaintext, why in bad_payloads
     ]
+    rejected_payloads.append(unpadded_case(by_name["grr"]))
     olh_examples = [
         {"seed": seed, "g": g, "hashes": [olh_hash(int(seed, 16), v, g) for v in range(k)]}
         for seed, g, k in (
@@ -259,7 +309,7 @@ def main() -> None:
         )
     ]
     vectors = {
-        "description": "deniable wire format v1 known-answer vectors; see docs/wire-format.md",
+        "description": f"deniable wire format v{FORMAT_VERSION} known-answer vectors; see docs/wire-format.md",
         "format_version": FORMAT_VERSION,
         "suite": SUITE_ID,
         "keypair": {
@@ -269,12 +319,24 @@ def main() -> None:
         },
         "campaigns": cases,
         "undecryptable": undecryptable,
+        "forged": forged,
         "malformed_envelopes": malformed,
         "rejected_payloads": rejected_payloads,
         "olh_hash": olh_examples,
     }
     OUT.write_text(json.dumps(vectors, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {OUT}")
+
+
+def unpadded_case(config: CampaignConfig) -> dict[str, Any]:
+    """A correctly signed envelope whose valid payload was not padded to the campaign's length."""
+    unpadded = b'{"groups":{"age-band":"65+","country":"NL"},"report":1}'
+    return {
+        "name": "not padded to the campaign's length",
+        "campaign": "grr",
+        "envelope": raw_seal(config, unpadded, pad=False),
+        "plaintext_hex": unpadded.hex(),
+    }
 
 
 def good_payload(cases: list[dict[str, Any]]) -> dict[str, Any]:
