@@ -41,6 +41,7 @@ __all__ = [
 #: Modules contributing subcommands, in the order ``deniable --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.commands",
+    "deniable.aggregator.backup",
     "deniable.client.cli",
     "deniable.aggregator.compare",
     "deniable.aggregator.audit",
