@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 #: Names ``deniable audit --mechanism`` accepts.
-AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "laplace", "subsample")
+AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "laplace", "subsample", "gaussian")
 
 #: Most prefixes of the ranked outcomes the event search evaluates (beta quantiles are costly).
 _MAX_CUTS = 1024
@@ -356,8 +356,11 @@ def central_neighbours(
 
     from .central import LATTICE_BITS, NOISES, noise_scale, sample_noise
 
-    if noise not in NOISES:
-        raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
+    if noise not in NOISES or noise == "gaussian":
+        laplaces = ", ".join(n for n in NOISES if n != "gaussian")
+        raise InvalidParameter(
+            f"'noise' must be one of {laplaces}, got {noise!r} (the Gaussian is (ε, δ)-DP: audit it with --tradeoff)"
+        )
     steps = 1 if noise == "discrete-laplace" else 2**LATTICE_BITS  # lattice steps per unit of count
     success = -math.expm1(-epsilon / steps)  # 1 − a per step
     scale = noise_scale(epsilon, 1)
@@ -434,9 +437,38 @@ def audit(
 # -- command line ----------------------------------------------------------------------------------
 
 
+def _run_tradeoff(args: argparse.Namespace) -> int:
+    import json
+
+    from .tradeoff import audit_tradeoff
+
+    try:
+        plot = None
+        if args.plot is not None:
+            from .plots import plot_path
+
+            plot = plot_path(args.plot)  # refuse a bad path before sampling
+        result = audit_tradeoff(
+            args.mechanism, epsilon=args.epsilon, spend=args.spend, delta=args.delta, mu=args.mu, k=args.k,
+            p=args.p, trials=args.trials, confidence=args.confidence, seed=args.seed, exact=args.exact,
+        )  # fmt: skip
+    except (InvalidParameter, ValueError) as exc:
+        print(f"deniable audit: {exc}")
+        return 2
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary())
+    if plot is not None:
+        print(f"plot written to {result.plot(plot)}")
+    return 1 if result.refuted else 0
+
+
 def _run(args: argparse.Namespace) -> int:
     import json
 
+    if args.tradeoff or args.mechanism == "gaussian":
+        return _run_tradeoff(args)
+    if args.plot is not None or args.spend is not None:
+        print("deniable audit: --plot and --spend belong to the privacy-loss view: add --tradeoff")
+        return 2
     try:
         result = audit(
             args.mechanism,
@@ -479,6 +511,23 @@ def register(subparsers: Any) -> None:
         "--exact",
         action="store_true",
         help="run the exact samplers the product uses (fed from --seed; slower) instead of the vectorized simulation",
+    )
+    parser.add_argument(
+        "--tradeoff", action="store_true",
+        help="the privacy-loss view: the privacy-loss distribution and the trade-off curve (type I against "
+        "type II error, Dong-Roth-Su 2019) from the exact law and from samples, against the curve the claim "
+        "allows; exit status 1 if the samples fall below it (always on for 'gaussian')",
+    )
+    parser.add_argument(
+        "--delta", type=float, default=0.0, help="the claimed δ (--tradeoff; default 0, 1e-5 for gaussian)"
+    )
+    parser.add_argument("--mu", type=float, default=None, help="also check μ-Gaussian DP (--tradeoff)")
+    parser.add_argument(
+        "--spend", type=float, default=None,
+        help="run the mechanism at this ε while it claims --epsilon (--tradeoff; e.g. 2ε to see it flagged)",
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="draw the trade-off curves and the privacy-loss distribution (--tradeoff)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=_run, extra="aggregator")
