@@ -25,6 +25,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,13 +33,13 @@ from fractions import Fraction
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
-from deniable.shared.errors import InvalidParameter
+from deniable.shared.errors import AnswerChanged, InvalidParameter
 from deniable.shared.fields import check_round, plural
 from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
-from .memo import one_shot_answer, permanent_response, round_report_id
+from .memo import answer_tag, one_shot_answer, permanent_response, round_report_id
 from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
 from .report import central_refusal, privacy_cost, seal_answer
 from .state import (
@@ -196,17 +197,25 @@ class Client:
         *,
         recurring: bool = False,
         round: str | None = None,
+        reanswer: bool = False,
     ) -> Receipt:
         """Answer ``campaign_id`` with the category label ``value``; the report is queued, not yet sent.
 
-        One-shot campaigns (the default): the first answer spends the campaign's ε once and is final;
-        asking again re-queues the identical report and spends nothing. A campaign whose descriptor is
+        One-shot campaigns (the default): the first answer spends the campaign's ε once and stands;
+        the same answer (value and groups) again re-queues the identical report and spends nothing. A
+        *different* answer raises :class:`~deniable.shared.errors.AnswerChanged`, naming when the earlier
+        one was given: a new answer would spend ε again, and the aggregator counts one answer per device.
+        ``reanswer=True`` replaces the earlier answer where the campaign can still take it, i.e. while
+        that report has not been delivered (queued, rejected or expired): the old report leaves the outbox
+        and the new one spends ε again (both count in the ledger, since the old one may have been seen).
+        A delivered answer cannot be replaced: the aggregator would count the new report as a duplicate. A campaign whose descriptor is
         recurring collects in rounds: pass ``recurring=True`` and a ``round`` label (e.g. ``"2026-11-29"``).
         Each round carries the permanent randomized response of the value (see :mod:`deniable.client.memo`),
         so ε is spent once per distinct value over all rounds; each round takes one answer (the same round
-        again re-queues it; another value in the same round is refused).
+        again re-queues it; another value in the same round raises ``AnswerChanged``, and
+        ``reanswer=True`` replaces it while undelivered, as for one-shot campaigns).
 
-        Raises ``InvalidParameter`` (unknown value, bad groups), ``InvalidConfig`` (invalid or changed
+        Raises ``InvalidParameter`` (unknown value, bad groups), ``AnswerChanged``, ``InvalidConfig`` (invalid or changed
         config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
         ``TransportError`` (the aggregator is unreachable and this Client has not validated the campaign
         yet; nothing was spent or queued).
@@ -227,13 +236,15 @@ class Client:
                         f"campaign {campaign_id!r} is recurring and collects in rounds: pass recurring=True "
                         "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
                     )
-                return self._answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter))
+                return self._answer_round(
+                    config, index, pseudonym, groups, check_round(round, InvalidParameter), reanswer
+                )
             if recurring or round is not None:
                 raise InvalidParameter(
                     f"campaign {campaign_id!r} is not recurring: it counts one answer per device, so leave "
                     "recurring=False and round=None (a campaign created with \"recurring\": true collects in rounds)"
                 )
-            return self._answer(config, index, pseudonym, groups)
+            return self._answer(config, index, pseudonym, groups, reanswer)
 
     def _check_budget(self, config: CampaignConfig, cost: Fraction) -> None:
         """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget."""
@@ -252,18 +263,38 @@ class Client:
         index: int,
         pseudonym: str,
         groups: Mapping[str, str] | None,
+        reanswer: bool,
     ) -> Receipt:
-        """A one-shot answer: the first spends ε; later ones re-queue the first report and spend nothing."""
+        """A one-shot answer: the first spends ε; the same answer again re-queues that report and spends
+        nothing; another value or other groups raise :class:`AnswerChanged`, unless ``reanswer`` replaces
+        an answer that has not been delivered yet (spending ε again)."""
         cost = privacy_cost(config)
+        checked = config.check_groups(groups)
+        tag = answer_tag(self._state.secret, config.id, index, checked)
         with self._state.transaction() as db:
-            first = self._state.first_report(config.id)
-            if first is not None:
-                return self._resend(first, db)
-            self._check_budget(config, cost)
+            current = self._state.latest_report(config.id)
+            if current is not None:
+                if current.answer_tag is None or current.answer_tag == tag:
+                    # the same answer (or one stored before answers were tagged): the memo stands
+                    return self._resend(current, db)
+                status = self._state.report_status(current.report_id)
+                if not reanswer or status == "delivered":
+                    raise _changed(config, current.created, cost, status)
+                DeviceState.withdraw(db, current.report_id)
             report_id, report = one_shot_answer(config, self._state.secret, index)
-            envelope = seal_answer(config, self._state.secret, report, groups, report_id=report_id)
+            paid = self._state.report(report_id)
+            if paid is not None:
+                # a re-answer back to a value answered before: the derived report is the same one, already
+                # paid for; it is sealed with the groups given now and becomes the answer that stands
+                envelope = seal_answer(config, self._state.secret, report, checked, report_id=report_id)
+                text = json.dumps(envelope.to_json(), separators=(",", ":"))
+                DeviceState.reuse_report(db, report_id, text, tag)
+                DeviceState.enqueue(db, report_id, config.id, text)
+                return Receipt(config.id, report_id, 0.0, True, False, config.trust_model, True)
+            self._check_budget(config, cost)
+            envelope = seal_answer(config, self._state.secret, report, checked, report_id=report_id)
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
-            row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text)
+            row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text, tag)
             DeviceState.record_spend(db, row)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
         return Receipt(config.id, row.report_id, float(cost), False, False, config.trust_model, True)
@@ -275,6 +306,7 @@ class Client:
         pseudonym: str,
         groups: Mapping[str, str] | None,
         round: str,
+        reanswer: bool = False,
     ) -> Receipt:
         """One round's answer: the permanent response of ``index`` under the round's own report id.
 
@@ -283,12 +315,15 @@ class Client:
         report_id, report = permanent_response(config.build_mechanism(), self._state.secret, config.id, index)
         with self._state.transaction() as db:
             given = self._state.round_answer(config.id, round)
+            if given is not None and given.answer_id != report_id:
+                status = self._state.report_status(given.report_id)
+                if not reanswer or status == "delivered":
+                    answered = self._state.round_created(config.id, round) or 0.0
+                    raise _changed(config, answered, privacy_cost(config), status, round)
+                DeviceState.withdraw(db, given.report_id)
+                DeviceState.forget_round(db, config.id, round)
+                given = None
             if given is not None:
-                if given.answer_id != report_id:
-                    raise InvalidParameter(
-                        f"campaign {config.id!r} was already answered in round {round!r} with another value; "
-                        "a round takes one answer: submit the new value in the next round"
-                    )
                 queued = not self._state.rejected(given.report_id)
                 if queued:
                     DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
@@ -386,3 +421,33 @@ class Client:
             f"max_epsilon_per_campaign={float(self._per_campaign):g}, "
             f"lifetime_budget={float(self._lifetime):g})"
         )
+
+
+def _changed(
+    config: CampaignConfig,
+    answered_at: float,
+    cost: Fraction,
+    status: str,
+    round: str | None = None,
+) -> AnswerChanged:
+    """The error of a changed answer: when the standing answer was given, why it stands, what to do."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(answered_at))
+    where = f"campaign {config.id!r}" + ("" if round is None else f" in round {round!r}")
+    head = (
+        f"{where} was already answered at {when} with another value or other groups; that answer stands and "
+        "nothing was spent or queued now"
+    )
+    if status == "delivered":
+        counted = "one answer per device" if round is None else "one answer per device and round"
+        return AnswerChanged(
+            f"{head}. It was delivered, and the aggregator counts {counted}: a new report would be a "
+            f"duplicate that spends ε={fmt_epsilon(cost)} for nothing, so it cannot be re-answered"
+            + ("" if round is None else "; answer the next round instead"),
+            answered_at=answered_at,
+        )
+    return AnswerChanged(
+        f"{head}. A new answer would spend ε={fmt_epsilon(cost)} again, and the aggregator counts one answer "
+        f"per device{'' if round is None else ' and round'}. The earlier answer is {status}, not delivered: "
+        "to replace it, submit again with reanswer=True",
+        answered_at=answered_at,
+    )

@@ -47,18 +47,24 @@ Guarantee and its limits (document these to users):
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+from collections.abc import Mapping
 from typing import Any
 
 from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import canonical_json
 from deniable.shared.mechanisms import Mechanism
 
 from .drbg import HmacDrbg
 from .report import randomize_index
 
 __all__ = [
+    "ANSWER_TAG_KEY",
     "ONE_SHOT_PERSONALIZATION",
     "PERSONALIZATION",
     "ROUND_PERSONALIZATION",
+    "answer_tag",
     "one_shot_answer",
     "permanent_response",
     "round_report_id",
@@ -73,6 +79,20 @@ PERSONALIZATION = b"deniable/permanent-rr/v2"
 ONE_SHOT_PERSONALIZATION = b"deniable/one-shot/v1"
 #: Personalization string of the DRBG deriving a round's report id.
 ROUND_PERSONALIZATION = b"deniable/round-report-id/v1"
+#: Domain separation of the answer tag (HMAC key prefix).
+ANSWER_TAG_KEY = b"deniable/answer-tag/v1"
+
+
+def answer_tag(device_secret: bytes, campaign_id: str, value_index: int, groups: Mapping[str, str]) -> str:
+    """A keyed fingerprint of one answer (value and groups) to a campaign, so that a second ``submit``
+    can tell a repeat from a changed answer without the raw value ever reaching the disk.
+
+    ``HMAC-SHA256(ANSWER_TAG_KEY ‖ secret, canonical JSON of [campaign id, index, groups])``, hex. Without
+    the device secret it reveals nothing about the value; whoever holds both the secret and the state
+    database can recompute it per category (the same limit as the report ids of recurring campaigns).
+    """
+    message = canonical_json([campaign_id, value_index, dict(groups)])
+    return hmac.new(ANSWER_TAG_KEY + device_secret, message, hashlib.sha256).hexdigest()
 
 
 def permanent_response(

@@ -413,6 +413,53 @@ class DeviceState:
             return None
         return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5])
 
+    def latest_report(self, campaign_id: str) -> ReportRow | None:
+        """The newest spend of ``campaign_id`` (the answer that stands in a one-shot campaign), with its
+        ``answer_tag`` and time, if any."""
+        row = self._db.execute(
+            "SELECT report_id, campaign_id, recurring, trust_model, epsilon, envelope, answer_tag, created "
+            "FROM reports WHERE campaign_id = ? ORDER BY created DESC, rowid DESC LIMIT 1",
+            (campaign_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5], row[6], row[7])
+
+    def report_status(self, report_id: str) -> str:
+        """Where a report is: ``queued`` (in the outbox), ``rejected``, ``expired``, or ``delivered``
+        (none of these: the aggregator answered accepted or duplicate for it)."""
+        for status, table in (("queued", "outbox"), ("rejected", "rejections"), ("expired", "expired")):
+            found = self._db.execute(f"SELECT 1 FROM {table} WHERE report_id = ?", (report_id,)).fetchone()  # noqa: S608
+            if found is not None:
+                return status
+        return "delivered"
+
+    @staticmethod
+    def reuse_report(db: sqlite3.Connection, report_id: str, envelope: str, answer_tag: str) -> None:
+        """Inside a transaction: make a report paid for earlier the answer that stands again (a re-answer
+        back to its value), with its envelope sealed anew."""
+        db.execute(
+            "UPDATE reports SET envelope = ?, answer_tag = ?, created = ? WHERE report_id = ?",
+            (envelope, answer_tag, time.time(), report_id),
+        )
+
+    @staticmethod
+    def withdraw(db: sqlite3.Connection, report_id: str) -> None:
+        """Inside a transaction: take a report out of the outbox (it is replaced by a re-answer)."""
+        db.execute("DELETE FROM outbox WHERE report_id = ?", (report_id,))
+
+    def round_created(self, campaign_id: str, round: str) -> float | None:
+        """When the answer of ``round`` was given, if any."""
+        row = self._db.execute(
+            "SELECT created FROM rounds WHERE campaign_id = ? AND round = ?", (campaign_id, round)
+        ).fetchone()
+        return None if row is None else float(row[0])
+
+    @staticmethod
+    def forget_round(db: sqlite3.Connection, campaign_id: str, round: str) -> None:
+        """Inside a transaction: drop the answer of a round (it is replaced by a re-answer)."""
+        db.execute("DELETE FROM rounds WHERE campaign_id = ? AND round = ?", (campaign_id, round))
+
     def spent(self) -> list[tuple[str, Fraction, int, bool, str]]:
         """``(campaign_id, ε spent, reports, recurring, trust_model)`` per campaign, exact."""
         rows = self._db.execute(

@@ -535,6 +535,11 @@ class CampaignConfig:
             version=self.format_version,
         )
 
+    def check_groups(self, groups: Mapping[str, str] | None) -> dict[str, str]:
+        """``groups`` (None: no groups) checked against the campaign's group fields and declared values;
+        raises ``InvalidParameter``."""
+        return self._check_groups({} if groups is None else groups, InvalidParameter)
+
     def make_payload(
         self, report_or_value: Any, groups: Mapping[str, str] | None = None, round: str | None = None
     ) -> dict[str, Any]:

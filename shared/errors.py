@@ -4,6 +4,7 @@
 
     DeniableError
     ├── InvalidParameter (ValueError)   a privacy or mechanism parameter is out of range
+    │   └── AnswerChanged               a second, different answer to a one-shot campaign or a round
     ├── InvalidReport (ValueError)      a report, envelope or payload is malformed or out of range
     ├── InvalidConfig (ValueError)      a campaign descriptor is malformed or changed after pinning
     ├── BudgetExceeded                  an ε budget (device ledger or central accountant) would be exceeded
@@ -21,7 +22,6 @@
     │       ├── AggregatorUnavailable   5xx
     │       ├── BatchRefused            any other 4xx for the whole batch (400, 409 campaign_closed, 415, 422)
     │       └── MalformedReply          not JSON, no ``results``, or results not for exactly the ids sent
-    ├── AnswerChanged                   a second, different answer to a one-shot campaign (re-answer explicitly)
     └── DeviceStateError                the device's state dir cannot be used (the message says what to do)
         ├── StateBusy                   another process holds the state database longer than the busy timeout
         ├── StateReadOnly               the state dir or its files cannot be written
@@ -225,7 +225,7 @@ class MalformedReply(DeliveryError):
     code = "malformed_reply"
 
 
-class AnswerChanged(DeniableError):
+class AnswerChanged(InvalidParameter):
     """A one-shot campaign was answered before with another value or other groups.
 
     The earlier answer stands (the aggregator counts one answer per device, and a new answer would spend

@@ -63,6 +63,7 @@ def test_no_sequence_of_answers_exceeds_a_budget(
     )
     spent: dict[str, Fraction] = {}
     answered: dict[tuple[str, int], str] = {}  # (recurring campaign, round) -> value
+    first: dict[str, str] = {}  # one-shot campaign -> the value answered
     for which, value, round_ in answers:
         i = which % len(epsilons)
         cid, recurring = f"c{i}", i % 2 == 1
@@ -78,9 +79,13 @@ def test_no_sequence_of_answers_exceeds_a_budget(
             assert exc.requested == float(eps)
             assert exc.remaining >= 0
             continue
-        except InvalidParameter as exc:  # a round takes one answer
-            assert recurring and answered[(cid, round_)] != value, exc
+        except InvalidParameter as exc:  # a round, and a one-shot campaign, take one answer
+            if recurring:
+                assert answered[(cid, round_)] != value, exc
+            else:
+                assert first[cid] != value, exc
             continue
+        first.setdefault(cid, value)
         spent[cid] = spent.get(cid, Fraction(0)) + Fraction(receipt.epsilon_spent)
         assert receipt.epsilon_spent in (0.0, float(eps))
         if recurring:

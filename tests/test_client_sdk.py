@@ -32,7 +32,7 @@ from deniable.client import (
     UnknownCampaign,
 )
 from deniable.client.state import DB_FILE, SECRET_FILE
-from deniable.shared.errors import BatchRefused, DeviceSecretDamaged
+from deniable.shared.errors import AnswerChanged, BatchRefused, DeviceSecretDamaged
 
 ADMIN = {"Authorization": "Bearer admin-token-for-tests"}
 ANALYST = {"Authorization": "Bearer analyst-token-for-tests"}
@@ -171,7 +171,9 @@ def test_second_submit_resends_the_identical_report_and_spends_nothing(
     first = client.submit("memo", "a")
     assert client.flush() == 1
     envelope_sent = client._state.reports("memo")[0].envelope
-    again = client.submit("memo", "b")  # even another value: the first answer is final
+    with pytest.raises(AnswerChanged, match="was already answered at .* It was delivered"):
+        client.submit("memo", "b")  # another value: the first answer stands, and says so
+    again = client.submit("memo", "a")
     assert again.report_id == first.report_id
     assert (again.epsilon_spent, again.memoized) == (0.0, True)
     assert client._state.next_batch("memo", 10)[0].envelope == envelope_sent  # byte-identical envelope
@@ -182,7 +184,7 @@ def test_second_submit_resends_the_identical_report_and_spends_nothing(
     # A new Client on the same state dir remembers the answer.
     client.close()
     reopened = make_client()
-    assert reopened.submit("memo", "c").report_id == first.report_id
+    assert reopened.submit("memo", "a").report_id == first.report_id
     assert reopened.ledger().spent_on("memo") == 1.0
 
 
