@@ -1,13 +1,20 @@
-"""``deniable submit`` and ``deniable ledger``: the device client from a shell.
+"""``deniable submit``, ``flush``, ``pending`` and ``ledger``: the device client from a shell.
 
 ``deniable submit --aggregator URL --campaign ID --value V [--group k=v ...] [--state-dir DIR]`` answers a
 campaign (randomized on this machine, encrypted, queued) and flushes the outbox; it prints what it did in a
-few lines, or the receipt and the delivery as JSON with ``--json``. ``deniable ledger [--state-dir DIR]``
-prints the ε spent per campaign and what is left, as a table or (``--json``) JSON. The state dir defaults
-to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
+few lines, or the receipt and the delivery as JSON with ``--json``. A second, different answer to a
+one-shot campaign is refused (the message names the earlier answer's time); ``--reanswer`` replaces an
+answer that has not been delivered yet. ``deniable flush [--aggregator URL]`` delivers what waits (after
+``submit --no-flush``, or an outage); ``deniable pending`` lists each waiting report and why it waits.
+``deniable ledger [--state-dir DIR]`` prints the ε spent per campaign and what is left, as a table or
+(``--json``) JSON. The state dir defaults to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
 
-Exit codes: 0 done; 1 refused or failed (the message says why and what to do); 3 queued but not delivered
-yet (the aggregator is unreachable; run the command again or ``flush`` later, nothing is lost).
+Messages name this command line's flags (``--group country=V``, ``--reanswer``), not the Python SDK's
+argument names.
+
+Exit codes: 0 done; 1 refused or failed (the message says why and what to do; nothing was queued unless
+it says so); 3 queued but not delivered yet (the aggregator did not take it now: unreachable, or an answer
+that is not a verdict on the report; ``deniable flush`` later delivers it, nothing is lost).
 """
 
 from __future__ import annotations
@@ -16,18 +23,21 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.fields import plural
-from deniable.shared.limits import DEVICE_BUDGET_MAX
+from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT
 
 from .device import Client
 from .ledger import build_ledger, fmt_epsilon
-from .state import DB_FILE, SECRET_FILE, DeviceState, default_state_dir, state_errors
+from .outbox import FlushResult
+from .state import DB_FILE, SECRET_FILE, DeviceState, PendingReport, default_state_dir, state_errors
 
 __all__ = ["register"]
 
@@ -40,7 +50,7 @@ def _group(text: str) -> tuple[str, str]:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``submit`` and ``ledger`` to the ``deniable`` command line."""
+    """Add ``submit``, ``flush``, ``pending`` and ``ledger`` to the ``deniable`` command line."""
     submit = subparsers.add_parser(
         "submit",
         help="answer a campaign from this device (randomized here, encrypted, delivered)",
@@ -70,9 +80,41 @@ def register(subparsers: Any) -> None:
     )
     submit.add_argument("--max-epsilon", type=float, default=4.0, help="device cap of ε per campaign")
     submit.add_argument("--lifetime-budget", type=float, default=10.0, help="device lifetime ε budget")
-    submit.add_argument("--no-flush", action="store_true", help="queue only; deliver on a later call")
+    submit.add_argument(
+        "--reanswer", action="store_true",
+        help="replace this device's earlier, different answer to the campaign while it is not delivered yet "
+        "(spends ε again); without it a changed answer is refused",
+    )
+    submit.add_argument(
+        "--no-flush", action="store_true", help="queue only; deliver later with 'deniable flush'"
+    )
     _json_option(submit)
     submit.set_defaults(func=_submit)
+
+    flush = subparsers.add_parser(
+        "flush",
+        help="deliver the reports waiting in this device's outbox",
+        description="Deliver the reports waiting in the outbox (after 'submit --no-flush' or an outage). "
+        "A report leaves the outbox only when the aggregator answers for it; anything else keeps it queued "
+        "and is shown by 'deniable pending'. Exit 0 when nothing waits any more, 3 when reports still wait.",
+    )
+    flush.add_argument(
+        "--aggregator", default=None, metavar="URL",
+        help="the aggregator (default: the one this state dir last used)",
+    )
+    _state_dir_option(flush)
+    _json_option(flush)
+    flush.set_defaults(func=_flush)
+
+    pending = subparsers.add_parser(
+        "pending",
+        help="list the reports waiting in this device's outbox, and why",
+        description="List each report waiting in the outbox: its campaign, when it was queued, how often "
+        "delivery was tried, the last answer that kept it queued, and when it expires (nothing is sent).",
+    )
+    _state_dir_option(pending)
+    _json_option(pending)
+    pending.set_defaults(func=_pending)
 
     ledger = subparsers.add_parser(
         "ledger",
@@ -117,6 +159,46 @@ def _state_dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: Python names in SDK messages and the flags of this command line that stand for them (longest first).
+_FLAG_NAMES: tuple[tuple[str, str], ...] = (
+    (
+        r"recurring=True and round='<label>' \(e\.g\. round='([^']*)'\)",
+        r"--recurring and --round LABEL (e.g. --round \1)",
+    ),
+    (r"leave recurring=False and round=None", "leave out --recurring and --round"),
+    (r"allow_central=True \(CLI: --allow-central\)", "--allow-central"),
+    (r"\(state_dir=\.\.\., CLI: --state-dir DIR\)", "(--state-dir DIR)"),
+    (r"submit again with reanswer=True", "run the same submit again with --reanswer"),
+    (r"'groups' must have exactly the group fields", "--group must give exactly the group fields"),
+    (r"recurring=True", "--recurring"),
+    (r"reanswer=True", "--reanswer"),
+    (r"max_epsilon_per_campaign", "--max-epsilon"),
+    (r"'lifetime_budget'", "--lifetime-budget"),
+    (r"'aggregator_url'", "--aggregator"),
+    (r"'campaign_id'", "--campaign"),
+    (r"'timeout'", "--timeout"),
+    (r"call flush\(\) again later", "run 'deniable flush' later"),
+)
+
+
+def _cli_message(text: str) -> str:
+    """An SDK message with its Python argument names replaced by this command line's flags: group fields
+    as ``--group FIELD=V``, ``reanswer=True`` as ``--reanswer``, and so on."""
+    for pattern, flag in _FLAG_NAMES:
+        text = re.sub(pattern, flag, text)
+    text = re.sub(
+        r"(missing|the group fields of campaign '[^']*' \()((?:'[^']+'(?:, )?)+)",
+        lambda m: m.group(1) + " ".join(f"--group {f.strip(chr(39))}=V" for f in m.group(2).split(", ")),
+        text,
+    )
+    return re.sub(r"\bgroup '([^']+)'", r"--group \1=V", text)
+
+
+def _fail(command: str, exc: DeniableError) -> int:
+    print(f"deniable {command}: {_cli_message(str(exc))}", file=sys.stderr)
+    return 1
+
+
 def _submit(args: argparse.Namespace) -> int:
     try:
         with Client(
@@ -128,44 +210,150 @@ def _submit(args: argparse.Namespace) -> int:
             reset_ledger=args.reset_ledger,
         ) as client:
             groups = dict(args.group) or None
-            receipt = client.submit(args.campaign, args.value, groups, recurring=args.recurring, round=args.round)
+            receipt = client.submit(
+                args.campaign, args.value, groups, recurring=args.recurring, round=args.round,
+                reanswer=args.reanswer,
+            )
             result = None if args.no_flush else client.deliver()
             rejected = [r for r in client.rejections() if r.report_id == receipt.report_id]
+            waiting = any(p.report_id == receipt.report_id for p in client.pending())
     except DeniableError as exc:
-        print(f"deniable submit: {exc}", file=sys.stderr)
-        return 1
+        return _fail("submit", exc)
     out: dict[str, Any] = {"receipt": dataclasses.asdict(receipt)}
     if result is not None:
-        out["delivery"] = {k: v for k, v in dataclasses.asdict(result).items() if k != "failure"}
-    print(json.dumps(out, indent=2) if args.json else _submit_text(out))
+        out["delivery"] = _delivery_json(result)
+    print(json.dumps(out, indent=2) if args.json else _submit_text(out, waiting))
     if rejected:
         print(f"deniable submit: the aggregator rejected the report: {rejected[0].reason}", file=sys.stderr)
         return 1
-    if result is not None and result.error is not None:
-        print(f"deniable submit: queued, not delivered yet: {result.error}", file=sys.stderr)
+    if result is not None and waiting:
+        print(
+            f"deniable submit: the report is queued, not delivered yet: {_cli_message(result.error or '')}; "
+            "'deniable flush' delivers it later, 'deniable pending' shows why it waits",
+            file=sys.stderr,
+        )
         return 3
+    if result is not None and result.error is not None:
+        print(
+            f"deniable submit: this report was delivered; {plural(result.pending, 'other report')} still "
+            f"queued: {_cli_message(result.error)}",
+            file=sys.stderr,
+        )
     return 0
 
 
-def _submit_text(out: dict[str, Any]) -> str:
+def _delivery_json(result: FlushResult) -> dict[str, Any]:
+    out = {k: v for k, v in dataclasses.asdict(result).items() if k != "failure"}
+    out["error_code"] = None if result.failure is None else result.failure.code
+    return out
+
+
+def _submit_text(out: dict[str, Any], waiting: bool) -> str:
     """The human form of ``submit``'s outcome: the receipt, then the delivery (same facts as ``--json``)."""
     receipt = out["receipt"]
     where = f"campaign {receipt['campaign_id']}" + (f", round {receipt['round']}" if receipt["round"] else "")
-    cost = (
-        "memoized: the earlier report was sent again, ε spent 0"
-        if receipt["memoized"]
-        else f"ε spent {fmt_epsilon(receipt['epsilon_spent'])}"
-    )
+    if not receipt["memoized"]:
+        cost = f"ε spent {fmt_epsilon(receipt['epsilon_spent'])}"
+    elif receipt["queued"]:
+        cost = "the same answer as before: its earlier report stands and is queued again, ε spent 0"
+    else:
+        cost = "the same answer as before: its earlier report stands (the aggregator rejected it), ε spent 0"
     lines = [f"answered {where}: report {receipt['report_id']} ({receipt['trust_model']}; {cost})"]
     delivery = out.get("delivery")
     if delivery is None:
-        lines.append("queued; not sent yet (--no-flush)" if receipt["queued"] else "not queued")
+        lines.append("queued; not sent yet (--no-flush): 'deniable flush' delivers it" if receipt["queued"]
+                     else "not queued")
     else:
         lines.append(
             f"delivery: {delivery['accepted']} accepted, {delivery['duplicate']} duplicate, "
             f"{delivery['rejected']} rejected; {plural(delivery['pending'], 'report')} still queued"
+            + ("" if not waiting else " (this one among them)")
         )
     return "\n".join(lines)
+
+
+def _flush(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    if not (state_dir / DB_FILE).exists():
+        print(f"nothing to deliver: no device state in {state_dir}")
+        return 0
+    try:
+        url = args.aggregator or _remembered_url(state_dir)
+        if url is None:
+            print(
+                f"deniable flush: {state_dir} does not say which aggregator it answered; pass --aggregator URL",
+                file=sys.stderr,
+            )
+            return 1
+        with Client(url, state_dir) as client:
+            result = client.deliver()
+            left = client.pending()
+    except DeniableError as exc:
+        return _fail("flush", exc)
+    if args.json:
+        print(json.dumps({"aggregator": url, **_delivery_json(result)}, indent=2))
+    else:
+        print(
+            f"delivered {plural(result.delivered, 'report')} to {url} ({result.accepted} accepted, "
+            f"{result.duplicate} duplicate); {result.rejected} rejected; {result.expired} expired; "
+            f"{plural(result.pending, 'report')} still queued"
+        )
+    if left:
+        print(
+            f"deniable flush: {plural(len(left), 'report')} still queued: "
+            f"{_cli_message(result.error or left[0].why)}; 'deniable pending' shows each and why",
+            file=sys.stderr,
+        )
+        return 3
+    return 0
+
+
+def _remembered_url(state_dir: Path) -> str | None:
+    with state_errors(state_dir):
+        state = DeviceState(state_dir)
+        try:
+            return state.aggregator_url()
+        finally:
+            state.close()
+
+
+def _pending(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else default_state_dir()
+    waiting: list[PendingReport] = []
+    rejected = expired = 0
+    if (state_dir / DB_FILE).exists():
+        try:
+            with state_errors(state_dir):
+                state = DeviceState(state_dir)  # read only: no network, nothing spent or sent
+                try:
+                    waiting = state.pending_reports(OUTBOX_MAX_AGE_DEFAULT)
+                    rejected, expired = len(state.rejections()), len(state.expired())
+                finally:
+                    state.close()
+        except DeniableError as exc:
+            return _fail("pending", exc)
+    if args.json:
+        rows = [{**dataclasses.asdict(p), "why": p.why} for p in waiting]
+        print(json.dumps({"pending": rows, "rejected": rejected, "expired": expired}, indent=2))
+        return 0
+    if not waiting:
+        print("nothing waiting to be delivered")
+    else:
+        print(f"{'report':<32}  {'campaign':<24} {'queued (UTC)':<16} {'tries':>5}  {'expires (UTC)':<16}  why")
+    for p in waiting:
+        print(
+            f"{p.report_id:<32}  {p.campaign_id:<24} {_utc(p.queued_at):<16} {p.attempts:>5}  "
+            f"{_utc(p.expires_at):<16}  {_cli_message(p.why)}"
+        )
+    print(
+        f"{plural(len(waiting), 'report')} waiting; {rejected} rejected by the aggregator; {expired} expired "
+        f"after {OUTBOX_MAX_AGE_DEFAULT / 86400:g} days in the outbox"
+    )
+    return 0
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
 
 
 def _ledger(args: argparse.Namespace) -> int:
@@ -181,15 +369,15 @@ def _ledger(args: argparse.Namespace) -> int:
             with state_errors(state_dir):
                 state = DeviceState(state_dir)  # read only: no network, nothing spent
                 try:
-                    spends, pending = state.spent(), state.pending()
+                    spends, pending, expired = state.spent(), state.pending(), state.expired_counts()
                 finally:
                     state.close()
         except DeniableError as exc:
             print(f"deniable ledger: {exc}", file=sys.stderr)
             return 1
     else:
-        spends, pending = [], 0  # no device state yet: nothing was ever spent (and nothing is created)
-    ledger = build_ledger(spends, lifetime, cap)
+        spends, pending, expired = [], 0, {}  # no device state yet: nothing was ever spent or created
+    ledger = build_ledger(spends, lifetime, cap, expired)
     if args.json:
         print(json.dumps({**ledger.to_dict(), "pending": pending}, indent=2))
         return 0
@@ -199,6 +387,7 @@ def _ledger(args: argparse.Namespace) -> int:
     for c in ledger.campaigns:
         mode = "recurring" if c.recurring else "one-shot"
         mode += "" if c.trust_model == "local" else ", central"
+        mode += "" if not c.expired else f"; {plural(c.expired, 'report')} expired undelivered"
         print(f"{c.campaign_id:<40} {fmt_epsilon(c.epsilon):>10} {c.reports:>8}  {mode}")
     print(
         f"total ε spent {fmt_epsilon(ledger.spent)} of {fmt_epsilon(ledger.lifetime_budget)}; "

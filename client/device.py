@@ -162,6 +162,12 @@ class Client:
         self._transport: Transport = transport or HTTPTransport(aggregator_url, timeout=timeout)
         self._lock = threading.RLock()
         self._state = DeviceState(state_dir, durability=durability, reset_ledger=reset_ledger)
+        try:
+            with state_errors(self._state.path):
+                self._state.remember_aggregator(aggregator_url)
+        except BaseException:
+            self._state.close()
+            raise
         self._configs: dict[str, CampaignConfig] = {}
         self._outbox = Outbox(
             self._state,
@@ -208,17 +214,19 @@ class Client:
         ``reanswer=True`` replaces the earlier answer where the campaign can still take it, i.e. while
         that report has not been delivered (queued, rejected or expired): the old report leaves the outbox
         and the new one spends ε again (both count in the ledger, since the old one may have been seen).
-        A delivered answer cannot be replaced: the aggregator would count the new report as a duplicate. A campaign whose descriptor is
-        recurring collects in rounds: pass ``recurring=True`` and a ``round`` label (e.g. ``"2026-11-29"``).
-        Each round carries the permanent randomized response of the value (see :mod:`deniable.client.memo`),
-        so ε is spent once per distinct value over all rounds; each round takes one answer (the same round
-        again re-queues it; another value in the same round raises ``AnswerChanged``, and
-        ``reanswer=True`` replaces it while undelivered, as for one-shot campaigns).
+        A delivered answer cannot be replaced: the aggregator would count the new report as a duplicate.
 
-        Raises ``InvalidParameter`` (unknown value, bad groups), ``AnswerChanged``, ``InvalidConfig`` (invalid or changed
-        config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``, ``CampaignClosed``,
-        ``TransportError`` (the aggregator is unreachable and this Client has not validated the campaign
-        yet; nothing was spent or queued).
+        A campaign whose descriptor is recurring collects in rounds: pass ``recurring=True`` and a
+        ``round`` label (e.g. ``"2026-11-29"``). Each round carries the permanent randomized response of
+        the value (see :mod:`deniable.client.memo`), so ε is spent once per distinct value over all rounds;
+        each round takes one answer (the same round again re-queues it; another value in the same round
+        raises ``AnswerChanged``, and ``reanswer=True`` replaces it while undelivered, as for one-shot
+        campaigns).
+
+        Raises ``InvalidParameter`` (unknown value, bad groups), ``AnswerChanged``, ``InvalidConfig``
+        (invalid or changed config, central campaign not allowed), ``BudgetExceeded``, ``UnknownCampaign``,
+        ``CampaignClosed``, ``TransportError`` (the aggregator is unreachable and this Client has not
+        validated the campaign yet; nothing was spent or queued), ``DeviceStateError``.
         """
         with self._lock, state_errors(self._state.path):
             pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id

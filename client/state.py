@@ -632,6 +632,17 @@ class DeviceState:
         rows = self._db.execute("SELECT campaign_id, COUNT(*) FROM expired GROUP BY campaign_id").fetchall()
         return {r[0]: int(r[1]) for r in rows}
 
+    def aggregator_url(self) -> str | None:
+        """The aggregator URL the last :class:`~deniable.client.Client` on this state used, if any."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'aggregator_url'").fetchone()
+        return None if row is None else str(row[0])
+
+    def remember_aggregator(self, url: str) -> None:
+        """Record the aggregator URL (``deniable flush`` uses it when no ``--aggregator`` is given)."""
+        if self.aggregator_url() != url:
+            with self.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('aggregator_url', ?)", (url,))
+
     def not_before(self) -> float:
         """The time before which no report may be posted (a 429's Retry-After), or 0."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'not_before'").fetchone()

@@ -171,7 +171,7 @@ def test_second_submit_resends_the_identical_report_and_spends_nothing(
     first = client.submit("memo", "a")
     assert client.flush() == 1
     envelope_sent = client._state.reports("memo")[0].envelope
-    with pytest.raises(AnswerChanged, match="was already answered at .* It was delivered"):
+    with pytest.raises(AnswerChanged, match=r"was already answered at .* It was delivered"):
         client.submit("memo", "b")  # another value: the first answer stands, and says so
     again = client.submit("memo", "a")
     assert again.report_id == first.report_id

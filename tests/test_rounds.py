@@ -182,7 +182,7 @@ def test_client_sends_the_same_report_each_round_and_pays_once_per_value(
         assert (w1.epsilon_spent, w1.memoized, w1.round) == (2.0, False, "w1")
         retry = client.submit(config.id, "green", recurring=True, round="w1")
         assert (retry.report_id, retry.epsilon_spent, retry.memoized) == (w1.report_id, 0.0, True)
-        with pytest.raises(InvalidParameter, match="in round 'w1' was already answered at .* with another value"):
+        with pytest.raises(InvalidParameter, match=r"in round 'w1' was already answered at .* with another value"):
             client.submit(config.id, "blue", recurring=True, round="w1")
         w2 = client.submit(config.id, "green", recurring=True, round="w2")
         assert w2.report_id != w1.report_id and (w2.epsilon_spent, w2.memoized) == (0.0, False)
