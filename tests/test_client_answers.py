@@ -80,7 +80,7 @@ def test_reanswer_replaces_an_undelivered_answer_and_spends_again(
         result = client.deliver()
         assert (result.accepted, result.pending) == (1, 0)
         assert aggregator.estimate(cid)["n"] == 1
-        with pytest.raises(AnswerChanged, match="It was delivered.*cannot be re-answered"):
+        with pytest.raises(AnswerChanged, match=r"It was delivered.*cannot be re-answered"):
             client.submit(cid, "c", reanswer=True)  # a delivered answer stands
         assert client.ledger().spent == 2.0
 
