@@ -240,7 +240,7 @@ def test_cli_submit_with_round(aggregator: RunningServer, tmp_path: Path) -> Non
         assert out["receipt"]["round"] == round_ and out["receipt"]["epsilon_spent"] == spent
         assert out["delivery"]["accepted"] == 1
     missing = subprocess.run(base, capture_output=True, text=True, timeout=60, check=False)
-    assert missing.returncode == 1 and "pass recurring=True and round=" in missing.stderr
+    assert missing.returncode == 1 and "pass --recurring and --round LABEL" in missing.stderr
 
 
 # ---------------------------------------------------------------------------------------------- server errors
