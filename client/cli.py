@@ -167,6 +167,7 @@ _FLAG_NAMES: tuple[tuple[str, str], ...] = (
     ),
     (r"leave recurring=False and round=None", "leave out --recurring and --round"),
     (r"allow_central=True \(CLI: --allow-central\)", "--allow-central"),
+    (r"reset_ledger=True \(CLI: --reset-ledger\)", "--reset-ledger"),
     (r"\(state_dir=\.\.\., CLI: --state-dir DIR\)", "(--state-dir DIR)"),
     (r"submit again with reanswer=True", "run the same submit again with --reanswer"),
     (r"'groups' must have exactly the group fields", "--group must give exactly the group fields"),

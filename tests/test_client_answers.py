@@ -151,3 +151,21 @@ def test_the_cli_says_the_same(aggregator: RunningServer, tmp_path: Path) -> Non
     late = _cli(*base, "--value", "c", "--reanswer")
     assert late.returncode == 1 and "It was delivered" in late.stderr
     assert aggregator.estimate(cid)["n"] == 1
+
+
+def test_reanswering_back_to_an_earlier_value_resends_its_paid_report(
+    aggregator: RunningServer, tmp_path: Path
+) -> None:
+    """One-shot answers are derived from the device secret: going back to a value answered before gives its
+    report again (nothing new is revealed, nothing spent), and it becomes the answer that stands."""
+    cid = _campaign(aggregator)
+    with Client(aggregator.url, tmp_path / "device", retry=NO_SLEEP) as client:
+        first = client.submit(cid, "a")
+        client.submit(cid, "b", reanswer=True)
+        back = client.submit(cid, "a", reanswer=True)
+        assert (back.report_id, back.epsilon_spent) == (first.report_id, 0.0)
+        assert [p.report_id for p in client.pending()] == [first.report_id]
+        assert client.ledger().spent == 2.0
+        assert client.submit(cid, "a").memoized
+        assert client.flush() == 1
+    assert aggregator.estimate(cid)["n"] == 1
