@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev,bench]'
 	$(BIN)/python benchmarks/mechanisms.py
 	$(BIN)/python benchmarks/randomize.py
+	$(BIN)/python benchmarks/intervals.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/client.py
 

@@ -349,6 +349,16 @@ _SCHEMAS: dict[str, Any] = {
             "n": {"type": "integer", "minimum": 0},
             "level": {"type": "number"},
             "categories": {"type": "array", "items": _ref("CategoryEstimate")},
+            "interval": {
+                "type": "object",
+                "description": "how each 'ci' was computed: 'score-cc' (local: the score interval on the exact "
+                "law of the support count, with a 1/2 continuity correction, clipped to [0, n]) or 'normal' "
+                "(count ± z·stderr)",
+                "properties": {
+                    "method": {"type": "string", "enum": ["score-cc", "normal"]},
+                    "description": {"type": "string"},
+                },
+            },
             "consistent": {
                 "type": "object",
                 "properties": {"biased": {"type": "boolean", "enum": [True]}, "method": {"type": "string"}},

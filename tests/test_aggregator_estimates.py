@@ -11,6 +11,7 @@ from support.reports import device_reports, seal_reports, simulate_envelopes, up
 from support.server import RunningServer
 
 from deniable.shared.campaign import CampaignConfig
+from deniable.shared.mechanisms.estimate import score_interval
 
 N = 3000
 TRUE_P = {2: [0.7, 0.3], 5: [0.4, 0.25, 0.2, 0.1, 0.05]}
@@ -41,19 +42,21 @@ def test_estimates_equal_the_mechanism_on_the_same_reports_and_cover_the_truth(
     assert (body["n"], body["epsilon"], body["mechanism"], body["level"]) == (N, epsilon, mechanism, 0.95)
     local = mech.estimate(reports)  # the same reports, estimated directly: the tallies lose nothing
     truth = np.bincount(values, minlength=k)
-    z = NormalDist().inv_cdf(0.975)
     for v, row in enumerate(body["categories"]):
         assert row["category"] == categories[v]
         assert row["count"] == pytest.approx(local.counts[v], rel=1e-12, abs=1e-9)
         assert row["stderr"] == pytest.approx(local.stderr[v], rel=1e-12)
         assert abs(row["count"] - truth[v]) <= 4 * row["stderr"]
-        assert row["ci"] == pytest.approx([row["count"] - z * row["stderr"], row["count"] + z * row["stderr"]])
+        served = score_interval([local.tally.support[v]], N, mech.p_star, mech.q_star, 0.95)  # type: ignore[union-attr]
+        assert row["ci"] == pytest.approx([float(served[0][0]), float(served[1][0])], rel=1e-12)
+        assert row["ci"][0] <= truth[v] <= row["ci"][1]
         assert row["proportion"] == pytest.approx(row["count"] / N)
         assert row["proportion_stderr"] == pytest.approx(row["stderr"] / N)
         assert row["proportion_ci"] == pytest.approx([c / N for c in row["ci"]])
     consistent = [row["consistent_count"] for row in body["categories"]]
     assert min(consistent) >= 0 and sum(consistent) == pytest.approx(N)
     assert body["consistent"]["biased"] is True
+    assert body["interval"]["method"] == "score-cc"
 
 
 def test_level_changes_only_the_interval_width(aggregator: RunningServer) -> None:
@@ -64,8 +67,10 @@ def test_level_changes_only_the_interval_width(aggregator: RunningServer) -> Non
     assert at80["level"] == 0.8
     for a, b in zip(at95["categories"], at80["categories"], strict=True):
         assert a["count"] == b["count"] and a["stderr"] == b["stderr"]
+        assert a["ci"][0] < b["ci"][0] < b["ci"][1] < a["ci"][1]  # the 80% interval nests in the 95% one
         ratio = (b["ci"][1] - b["ci"][0]) / (a["ci"][1] - a["ci"][0])
-        assert ratio == pytest.approx(NormalDist().inv_cdf(0.9) / NormalDist().inv_cdf(0.975))
+        # far from the boundary the score interval's width scales with z like the normal one's
+        assert ratio == pytest.approx(NormalDist().inv_cdf(0.9) / NormalDist().inv_cdf(0.975), rel=0.02)
 
 
 def test_grouped_estimates_use_each_groups_reports_only(aggregator: RunningServer) -> None:

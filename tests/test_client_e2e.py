@@ -38,13 +38,15 @@ def _true_counts(values: list[str], categories: list[str]) -> list[int]:
 
 
 def _assert_within(estimate: dict[str, Any], truth: dict[str, int]) -> None:
-    """Every count within 5 of its shipped standard errors, and its CI built from that stderr."""
+    """Every count within 5 of its shipped standard errors, and its score interval about as wide as the
+    normal one (n = 1500: far from the small-count regime where they differ)."""
+    assert estimate["interval"]["method"] == "score-cc"
     for row in estimate["categories"]:
         count, stderr = row["count"], row["stderr"]
         assert stderr > 0
         assert abs(count - truth[row["category"]]) <= 5 * stderr, (row, truth)
         low, high = row["ci"]
-        assert low < count < high and abs((high - low) / 2 / stderr - 1.959964) < 1e-3
+        assert low < count < high and abs((high - low) / 2 / stderr - 1.959964) < 0.05
 
 
 @pytest.mark.parametrize(("mechanism", "k", "epsilon"), [("grr", 4, 2.0), ("oue", 8, 1.0), ("olh", 8, 1.0)])

@@ -193,7 +193,7 @@ class Mechanism(ABC):
         support = np.asarray(tally.support, dtype=np.float64)
         counts = (support - tally.n * q) / gap
         variance = tally.n * q * (1 - q) / gap**2 + counts * (1 - p - q) / gap
-        return Estimate(self.name, self.epsilon, tally.n, counts, np.maximum(variance, 0.0), tally)
+        return Estimate(self.name, self.epsilon, tally.n, counts, np.maximum(variance, 0.0), tally, p, q)
 
     def count_variance(self, true_counts: Sequence[int] | Iterable[int]) -> npt.NDArray[np.float64]:
         """Exact Var(ĉ_v) given the true counts n_v (n = Σ n_v), including the n_v term:

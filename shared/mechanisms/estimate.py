@@ -11,6 +11,28 @@ p* = P(v ∈ Support(y) | x = v) and q* = P(v ∈ Support(y) | x ≠ v):
 ``Estimate.variance`` is the exact formula at n_v = ĉ_v; it is linear in n_v, hence an unbiased plug-in, and
 it is never negative (at S_v = 0 it equals n·p*·q*/(p*−q*)²).
 
+**Intervals** (:func:`score_interval`). The plug-in normal interval ĉ ± z·stderr under-covers badly when
+few reports support a category (GRR k = 1,000, ε = 5, n = 50: 0.17 for a category held by one person; OUE
+ε = 10, n = 50: 0.50), because S_v then takes a handful of values and the plug-in variance is far below
+one count. ``ci()`` therefore serves the *score interval with continuity correction* on the exact law of
+the support count: S_v ~ Bin(n_v, p*) + Bin(n − n_v, q*), with E S_v = n·q* + n_v·d and
+Var S_v = n·q*(1−q*) + n_v·c, d = p* − q*, c = p*(1−p*) − q*(1−q*) = d(1 − p* − q*). With t = S_v − n·q*,
+
+    L = inf{m : (t − ½) − m·d ≤ z·√(n·q*(1−q*) + m·c)},   U = sup{m : m·d − (t + ½) ≤ z·√(…)},
+
+each the root of d²m² − (2d·t′ + z²c)·m + t′² − z²·n·q*(1−q*) = 0 with t′ = t ∓ ½ (the smaller root for L,
+the larger for U), clipped to [0, n] since a count lies there (post-processing). This is Wilson's score
+interval (JASA 1927) for a two-group Poisson-binomial, with Yates's ½ correction; the choice was made by
+measurement: over 360 settings (BinaryRR; GRR k = 2, 16, 1,000; OUE and OLH k = 16, 1,000; ε ∈ {0.1, 1, 3,
+5, 10}; n ∈ {50, 1,000, 10⁵}; uniform, Zipf and point-mass data) its exact per-category coverage never
+fell below 0.945, where Wald fell to 0.17, the mapped Wilson interval to 0.83, the uncorrected score
+interval to 0.83 and mid-p to 0.92 (``benchmarks/intervals.py`` prints the grid). Its price: where S_v takes
+very few values the mean coverage exceeds 0.975 (up to 0.9997 at ε = 10, n = 50); in most of those cells no
+interval with endpoints monotone in S_v can do better (the grid prints that bound), since the shortest run
+of S values holding 93% of the mass already holds more than 97.5%. The point estimate ĉ stays unbiased and
+its ``stderr`` stays the plug-in one; the interval is not ĉ ± z·stderr and need not contain ĉ (ĉ < 0 is
+possible, the interval is not). Proportions divide both ends by n.
+
 numpy is imported here only: estimating is an aggregator/analyst task, never a device one.
 """
 
@@ -29,7 +51,15 @@ if TYPE_CHECKING:
 
     FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["UNBIASED_NOTE", "Estimate", "Tally", "normal_quantile", "project_to_simplex"]
+__all__ = [
+    "INTERVAL_METHODS",
+    "UNBIASED_NOTE",
+    "Estimate",
+    "Tally",
+    "normal_quantile",
+    "project_to_simplex",
+    "score_interval",
+]
 
 #: What an estimate's JSON says next to its numbers (``unbiased.note``) and the CLI prints when one leaves
 #: its range: at n = 2 binary randomized response can estimate proportions 1.58 and −0.58, which is what an
@@ -40,12 +70,53 @@ UNBIASED_NOTE = (
     "that stays in [0, n] and sums to n"
 )
 
+#: The interval each kind of estimate serves: LDP counts the score interval, anything without the
+#: support probabilities (central releases) the normal one.
+INTERVAL_METHODS = {
+    "score-cc": "score interval on the exact law of S_v with a 1/2 continuity correction (Wilson 1927)",
+    "normal": "count ± z·stderr",
+}
+
 
 def normal_quantile(level: float) -> float:
     """z such that a two-sided normal interval ±z·sd has coverage ``level`` (e.g. 1.95996 at 0.95)."""
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
         raise InvalidParameter(f"'level' must be a number in (0, 1), got {level!r}")
     return NormalDist().inv_cdf((1 + level) / 2)
+
+
+def score_interval(
+    support: Any, n: int, p: float, q: float, level: float = 0.95
+) -> tuple[FloatArray, FloatArray]:
+    """Score interval with ½ continuity correction for the true count n_v, from support counts S_v.
+
+    S_v ~ Bin(n_v, p) + Bin(n − n_v, q) (see the module docstring for the formula and its source); the
+    bounds are clipped to [0, n]. Vectorized over ``support``.
+    """
+    import numpy as np
+
+    z = normal_quantile(level)
+    s = np.asarray(support, dtype=np.float64)
+    d = p - q
+    c = d * (1.0 - p - q)
+    v0 = n * q * (1.0 - q)
+    t = s - n * q
+
+    def roots(shifted: FloatArray) -> tuple[FloatArray, FloatArray, Any]:
+        b = 2.0 * d * shifted + z * z * c
+        disc = b * b - 4.0 * d * d * (shifted * shifted - z * z * v0)
+        real = disc >= 0
+        root = np.sqrt(np.where(real, disc, 0.0))
+        return (b - root) / (2.0 * d * d), (b + root) / (2.0 * d * d), real
+
+    low_t, high_t = t - 0.5, t + 0.5
+    smaller, _, real = roots(low_t)
+    # every m ≥ t′/d passes the one-sided test; below it, the quadratic's smaller root is the bound
+    low = np.where(real, np.minimum(smaller, low_t / d), low_t / d)
+    _, larger, real = roots(high_t)
+    high = np.where(real, np.maximum(larger, high_t / d), high_t / d)
+    result: tuple[FloatArray, FloatArray] = (np.clip(low, 0.0, n), np.clip(high, 0.0, n))
+    return result
 
 
 @dataclass(frozen=True)
@@ -105,8 +176,10 @@ class Estimate:
     """Unbiased counts with their exact plug-in variance, for one mechanism run over n reports.
 
     ``counts[v]`` estimates the number of respondents holding category v; ``variance[v]`` is the unbiased
-    plug-in of its exact variance; ``ci(level)`` is the normal-approximation interval counts ± z·stderr.
-    Proportions are counts/n with stderr/n. :meth:`consistent` gives non-negative counts summing to n
+    plug-in of its exact variance; ``ci(level)`` is the score interval of :func:`score_interval` when the
+    estimate knows its tally and support probabilities ``p_star``/``q_star`` (every LDP estimate), else the
+    normal interval counts ± z·stderr (``interval_method`` says which). Proportions are counts/n with
+    stderr/n and the interval divided by n. :meth:`consistent` gives non-negative counts summing to n
     (post-processed, **biased**; use the raw counts for sums and variances).
     """
 
@@ -116,6 +189,8 @@ class Estimate:
     counts: FloatArray
     variance: FloatArray
     tally: Tally | None = field(default=None, compare=False, repr=False)
+    p_star: float | None = field(default=None, compare=False, repr=False)
+    q_star: float | None = field(default=None, compare=False, repr=False)
 
     @property
     def k(self) -> int:
@@ -129,8 +204,18 @@ class Estimate:
         result: FloatArray = np.sqrt(np.maximum(self.variance, 0.0))
         return result
 
+    @property
+    def interval_method(self) -> str:
+        """``"score-cc"`` (LDP counts with their tally) or ``"normal"``: the interval :meth:`ci` serves."""
+        known = self.tally is not None and self.p_star is not None and self.q_star is not None
+        return "score-cc" if known else "normal"
+
     def ci(self, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
-        """Two-sided normal-approximation interval for each count: ĉ ± z_{(1+level)/2}·stderr."""
+        """Two-sided interval for each count at ``level``: the score interval (:func:`score_interval`) for
+        LDP estimates, the normal ĉ ± z_{(1+level)/2}·stderr otherwise."""
+        if self.interval_method == "score-cc":
+            assert self.tally is not None and self.p_star is not None and self.q_star is not None
+            return score_interval(self.tally.support, self.n, self.p_star, self.q_star, level)
         z = normal_quantile(level)
         half = z * self.stderr
         return self.counts - half, self.counts + half
@@ -202,6 +287,7 @@ class Estimate:
             "epsilon": self.epsilon,
             "n": self.n,
             "level": level,
+            "interval": {"method": self.interval_method, "description": INTERVAL_METHODS[self.interval_method]},
             "categories": rows,
             "unbiased": {
                 "outside_range": any(not 0 <= float(c) <= self.n for c in self.counts),
