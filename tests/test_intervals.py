@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from deniable.shared.mechanisms import Estimate, Mechanism, Tally, mechanism_from_name
+from deniable.shared.mechanisms.estimate import score_interval
 
 FLOOR = 0.93
+Z = 1.959963984540054
 
 
 def _truncated(m: int, p: float) -> tuple[int, np.ndarray]:
@@ -43,7 +47,7 @@ def intervals(mechanism: Mechanism, n: int, support: np.ndarray) -> tuple[np.nda
     for chunk in padded.reshape(-1, k):
         est: Estimate = mechanism.estimate_tally(Tally(n, tuple(int(s) for s in chunk)))
         low, high = est.ci(0.95)
-        half = 1.959963984540054 * est.stderr
+        half = Z * est.stderr
         for target, values in zip(out, (low, high, est.counts - half, est.counts + half), strict=True):
             target.extend(values)
     return tuple(np.asarray(values[: support.size]) for values in out)
@@ -135,3 +139,31 @@ def test_proportions_get_the_same_coverage() -> None:
         plow, phigh = mechanism.estimate_tally(Tally(n, support)).proportion_ci()
         covered += mass * (plow[0] <= nv / n <= phigh[0])
     assert covered >= FLOOR
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(min_value=1, max_value=2000),
+    eps=st.floats(min_value=0.05, max_value=10.0),
+    k=st.sampled_from([2, 16, 1000]),
+    name=st.sampled_from(["grr", "oue", "olh"]),
+    fraction=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_the_closed_form_bounds_are_the_one_sided_score_tests(
+    n: int, eps: float, k: int, name: str, fraction: float
+) -> None:
+    """[L, U] is exactly the set of m ∈ [0, n] passing both continuity-corrected one-sided score tests."""
+    mechanism = mechanism_from_name(name, epsilon=eps, k=k)
+    p, q = mechanism.p_star, mechanism.q_star
+    s = round(fraction * n)
+    low, high = (float(b[0]) for b in score_interval([s], n, p, q))
+    d, t = p - q, s - n * q
+    m = np.linspace(0.0, n, 4001)
+    sd = np.sqrt(np.maximum(n * q * (1 - q) + m * d * (1 - p - q), 0.0))
+    accepted = m[((t - 0.5) - m * d <= Z * sd) & (m * d - (t + 0.5) <= Z * sd)]
+    step = n / 4000
+    if accepted.size == 0:
+        assert high - low <= step  # no m passes: the clipped interval is (at most) a point at the boundary
+        return
+    assert low <= accepted.min() + 1e-9 * n and accepted.min() - step <= low + 1e-9 * n
+    assert accepted.max() - 1e-9 * n <= high and high <= accepted.max() + step + 1e-9 * n
