@@ -11,6 +11,8 @@ Configuration keys (all optional except ``DATA_DIR``):
 ``ANALYST_TOKEN``       bearer token that reads estimates (else read/generated in DATA_DIR)
 ``MAX_CONTENT_LENGTH``  largest request body in bytes (default 8 MiB; larger bodies get 413)
 ``MAX_BATCH``           most envelopes in one report batch (default 1000)
+``MIN_FREE_DISK_BYTES`` free space of the data dir's file system below which ``/readyz`` answers 503
+                        (default 256 MiB)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ DATABASE_NAME = "deniable.sqlite3"
 DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
     "MAX_BATCH": 1000,
+    "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
     "ADMIN_TOKEN": None,
     "ANALYST_TOKEN": None,
 }

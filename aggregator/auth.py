@@ -24,6 +24,7 @@ _RANK = {PUBLIC: 0, ANALYST: 1, ADMIN: 2}
 #: Every endpoint of the app and the least role allowed to call it.
 ROUTE_ACCESS: dict[str, str] = {
     "health.healthz": PUBLIC,
+    "health.readyz": PUBLIC,
     "openapi.document": PUBLIC,
     "campaigns.create": ADMIN,
     "campaigns.list_all": ANALYST,

@@ -36,6 +36,8 @@ _SERVE_INTS: tuple[tuple[str, str, int, str], ...] = (
     ("--workers", "WORKERS", 2, "worker processes"),
     ("--threads", "THREADS", 2, "threads per worker"),
     ("--max-body-bytes", "MAX_BODY_BYTES", 8 * 1024 * 1024, "largest request body; larger ones get 413"),
+    ("--min-free-disk", "MIN_FREE_DISK_BYTES", 256 * 1024 * 1024,
+     "free bytes on the data dir's file system below which GET /readyz answers 503"),
 )
 
 
@@ -120,6 +122,8 @@ def _check_serve_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"--workers and --threads must be in 1..64, got {args.workers} and {args.threads}")
     if args.max_body_bytes < 1024:
         raise SystemExit(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}")
+    if args.min_free_disk < 0:
+        raise SystemExit(f"--min-free-disk must be at least 0 bytes, got {args.min_free_disk}")
 
 
 def _check_port(host: str, port: int) -> None:
@@ -180,6 +184,7 @@ def serve_command(args: argparse.Namespace) -> int:
         "ADMIN_TOKEN": tokens.admin,
         "ANALYST_TOKEN": tokens.analyst,
         "MAX_CONTENT_LENGTH": args.max_body_bytes,
+        "MIN_FREE_DISK_BYTES": args.min_free_disk,
     }
     options = gunicorn_options(host=args.host, port=args.port, workers=args.workers, threads=args.threads)
     host = f"[{args.host}]" if ":" in args.host else args.host

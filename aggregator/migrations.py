@@ -192,7 +192,12 @@ _V5: tuple[str, ...] = (
 )
 
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
+_V6: tuple[str, ...] = (
+    # The readiness route's write probe: one row, rewritten in a transaction by every GET /readyz.
+    "CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at TEXT NOT NULL, pid INTEGER NOT NULL)",
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

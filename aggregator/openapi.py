@@ -99,6 +99,29 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["status"],
         "properties": {"status": {"type": "string", "enum": ["ok"]}},
     },
+    "Readiness": {
+        "type": "object",
+        "required": ["status", "checks"],
+        "properties": {
+            "status": {"type": "string", "enum": ["ready", "not_ready"]},
+            "checks": {
+                "type": "object",
+                "description": "database (write probe in a transaction), keys (every open campaign's key "
+                "usable), disk (free bytes above the floor); a failing check has ok=false and a reason",
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["ok"],
+                    "properties": {"ok": {"type": "boolean"}, "reason": {"type": "string"}},
+                },
+            },
+            "error": {
+                "type": "object",
+                "description": "present when not ready: code not_ready, message joining the reasons",
+                "required": ["code", "message"],
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
     "CampaignCreate": {
         "type": "object",
         "required": ["id", "question", "categories", "epsilon"],
@@ -495,6 +518,17 @@ _PATHS: dict[str, Any] = {
             "summary": "Liveness and readiness",
             "security": _PUBLIC,
             "responses": {"200": _json(_ref("Health"), "the service and its database answer")},
+        }
+    },
+    "/readyz": {
+        "get": {
+            "operationId": "readiness",
+            "summary": "Readiness: a write probe, every open campaign's key, free disk above the floor",
+            "security": _PUBLIC,
+            "responses": {
+                "200": _json(_ref("Readiness"), "the service can take reports now"),
+                "503": _json(_ref("Readiness"), "not ready; each failing check says why (Retry-After)"),
+            },
         }
     },
     "/api/v1/openapi.json": {

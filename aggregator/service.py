@@ -6,6 +6,9 @@ of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggrega
 
 from __future__ import annotations
 
+import logging
+import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParamete
 __all__ = [
     "CREATE_FIELDS", "MAX_GROUP_CELLS", "CampaignExists", "Service", "config_of", "current_service",
 ]
+
+log = logging.getLogger("deniable.aggregator")
 
 #: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
 CREATE_FIELDS = frozenset(
@@ -71,16 +76,24 @@ class Service:
     """Campaigns, reports and estimates of one data dir: the store plus the campaign keys."""
 
     def __init__(self, data_dir: Path, *, database: Path, max_batch: int = 1000) -> None:
+        self.data_dir = Path(data_dir)
         self.store = Store(database)
         self.keyring = Keyring(data_dir)
         self.max_batch = max_batch
         self.check_keys()
 
     def check_keys(self) -> list[KeyProblem]:
-        """Check every campaign's key file against its descriptor (logs an ERROR per unusable key)."""
-        return self.keyring.check(
-            {record.id: config_of(record).public_key_bytes for record in self.store.list_campaigns()}
-        )
+        """Check every campaign's key file against its descriptor (logs an ERROR per unusable key).
+
+        A database that cannot list its campaigns is logged too, and does not stop the worker: it keeps
+        serving ``/healthz`` and answers ``/readyz`` with the reason.
+        """
+        try:
+            campaigns = {record.id: config_of(record).public_key_bytes for record in self.store.list_campaigns()}
+        except (sqlite3.Error, DeniableError, ValueError) as exc:
+            log.error("cannot check the campaign keys at start: the database cannot list campaigns: %s", exc)
+            return []
+        return self.keyring.check(campaigns)
 
     # -- campaigns -------------------------------------------------------------------------------
 
@@ -296,8 +309,47 @@ class Service:
             "rounds": [{"round": label, "n": n} for label, n in rounds],
         }
 
+    def readiness(self, *, min_free_bytes: int) -> tuple[bool, dict[str, Any]]:
+        """Whether this worker can take reports now: ``(ready, body)`` with one entry per check.
+
+        * ``database``: a write probe in a transaction (``BEGIN IMMEDIATE``, upsert, ``COMMIT`` with its
+          fsync) and a read of every campaign (a damaged file or a locked, read-only or full database
+          fails here);
+        * ``keys``: every open campaign's key file is usable and matches its descriptor;
+        * ``disk``: the free space of the data dir's file system is at least ``min_free_bytes``.
+
+        Each failing check says why; the body never names a file (the route is public).
+        """
+        checks: dict[str, dict[str, Any]] = {}
+        campaigns: list[CampaignConfig] = []
+        try:
+            self.store.write_probe()
+            campaigns = [config_of(record) for record in self.store.list_campaigns()]
+            checks["database"] = {"ok": True}
+        except (sqlite3.Error, DeniableError, ValueError) as exc:
+            checks["database"] = {"ok": False, "reason": f"the database does not take a write: {exc}"}
+        unusable = [
+            config.id
+            for config in campaigns
+            if config.status == "open" and self.keyring.problem(config.id, config.public_key_bytes) is not None
+        ]
+        checks["keys"] = (
+            {"ok": True, "campaigns": len(campaigns)}
+            if not unusable
+            else {"ok": False, "reason": f"campaign key unavailable for {', '.join(map(repr, unusable[:10]))}"
+                  + (f" and {len(unusable) - 10} more" if len(unusable) > 10 else "")}
+        )  # fmt: skip
+        free = shutil.disk_usage(self.data_dir).free
+        checks["disk"] = {"ok": free >= min_free_bytes, "free_bytes": free, "min_free_bytes": min_free_bytes}
+        if free < min_free_bytes:
+            checks["disk"]["reason"] = (
+                f"free disk {free:,} bytes is below the floor of {min_free_bytes:,} bytes (--min-free-disk)"
+            )
+        ready = all(check["ok"] for check in checks.values())
+        return ready, {"status": "ready" if ready else "not_ready", "checks": checks}
+
     def health(self) -> dict[str, Any]:
-        """Liveness and readiness: the database answers a query."""
+        """Liveness: the database answers a query (readiness is :meth:`readiness`)."""
         self.store.connection().execute("SELECT 1").fetchone()
         return {"status": "ok"}
 

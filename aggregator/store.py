@@ -186,6 +186,16 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
 
+    def write_probe(self) -> None:
+        """One write transaction, committed (and fsynced, ``synchronous=FULL``) like a report batch: the
+        readiness check that the database takes writes. Raises ``sqlite3.Error`` if it does not."""
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO health_probe (id, probed_at, pid) VALUES (1, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at, pid = excluded.pid",
+                (_utc_now().isoformat(), os.getpid()),
+            )
+
     # -- campaigns -------------------------------------------------------------------------------
 
     _SELECT_CAMPAIGNS = (
