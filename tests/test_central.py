@@ -184,8 +184,9 @@ def test_a_release_spends_its_epsilon_and_has_the_local_shape(tmp_path: Path) ->
         assert set(row) >= {"category", "count", "stderr", "ci", "proportion", "proportion_ci"}
         assert row["count"] == round(row["count"])  # integer noise on integer counts
         assert row["stderr"] == pytest.approx(math.sqrt(2 * a) / (1 - a))
-        half = 1.959963984540054 * row["stderr"]
-        assert row["ci"] == pytest.approx([row["count"] - half, row["count"] + half])
+        # the interval is the discrete law's own (coverage nearest 95%), not count ± 1.96·stderr
+        low, up = central.interval_widths(lambda z: (1 - a) / (1 + a) * a ** abs(z), 0.95)
+        assert row["ci"] == [row["count"] - up, row["count"] + low]
         assert abs(row["count"] - truth) < 200  # |noise| > 200 has probability ~1e-22 at b = 4
     assert _spent(store) == 0.25
     # Under add/remove n is itself private: the body reports the sum of the noisy bins.
