@@ -53,9 +53,12 @@ def test_demo_runs_end_to_end_and_cleans_up(tmp_path: Path) -> None:
     for match in (local, central, gaussian):
         count, half, stderr = (float(g) for g in match.groups())
         assert abs(count - truth) <= 5 * stderr
-        # central: the normal interval; local: the score interval, which for binary RR (a variance that does
-        # not depend on the count) is ĉ ± (z·stderr + ½/(p − q)), the ½ being its continuity correction
-        correction = 0.5 / BinaryRR(1.0).gap if match is local else 0.0
+        if match is not local:  # central: the integer interval of the noise's exact law, within a point of z·sd
+            assert half == round(half) and abs(half - 1.96 * stderr) <= 1
+            continue
+        # local: the score interval, which for binary RR (a variance that does not depend on the count) is
+        # ĉ ± (z·stderr + ½/(p − q)), the ½ being its continuity correction
+        correction = 0.5 / BinaryRR(1.0).gap
         assert abs(half - 1.96 * stderr - correction) <= 0.06  # printed to 0.1 and 0.01
     assert float(local.group(3)) > 10 * float(central.group(3))
     budget = r"central budget \(ε, δ\) = \(3, 1e-05\): spent ε = 2 at δ = 1e-05 \(1 left; by rule: sequential 2"
