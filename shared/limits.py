@@ -41,7 +41,9 @@ __all__ = [
     "MAX_RHO",
     "MAX_SUBSAMPLE_DENOMINATOR_BITS",
     "MAX_TOP",
+    "MEAN_LATTICE",
     "MECHANISM_EPSILON",
+    "NUMBER_STEPS",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
     "RELEASES_PAGE_DEFAULT",
@@ -153,3 +155,11 @@ MAX_GROUP_SIZE = 100
 MAX_SUBSAMPLE_DENOMINATOR_BITS = 32
 #: The exponential mechanism releases at most the 20 most common answers (peeling spends ε/j on each).
 MAX_TOP = 20
+
+# -- number questions (deniable.shared.mechanisms.mean) -----------------------------------------------------
+#: Steps of a number question's declared grid: at least one; at most 2^20, so that the exact laws of the
+#: Piecewise Mechanism (one per grid point, cached on the device) stay small.
+NUMBER_STEPS: tuple[int, int] = (1, 1 << 20)
+#: Cells of the Piecewise Mechanism's output lattice over [−C, C]: the variance grows by at most
+#: (2C/cells)²/4, and the device computes cells + 1 exact probabilities per grid point it answers.
+MEAN_LATTICE: tuple[int, int] = (2, 1 << 16)
