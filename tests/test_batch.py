@@ -191,3 +191,18 @@ def test_bad_arguments_are_clear_errors(aggregator: Any, tmp_path: Path) -> None
     with pytest.raises(InvalidParameter, match="not a deniable export"):
         run_batch(tmp_path)
     assert Condition("day", ">=", "2026-01-01") == parse_condition("day>=2026-01-01")
+
+
+def test_batch_table_says_why_a_tiny_cell_leaves_the_unit_range(aggregator: Any, tmp_path: Path) -> None:
+    """Two reports, both 'c1': the unbiased proportions leave [0, 1]; the table keeps them and says why."""
+    created = aggregator.create_campaign(id="batch-tiny", question="q", categories=["c0", "c1"], epsilon=1.0,
+                                         mechanism="binary-rr", group_fields=["country"])  # fmt: skip
+    config = CampaignConfig.from_json(created)
+    envelopes = seal_reports(config, [1, 1], rng=np.random.default_rng(3), groups=[{"country": "NL"}] * 2)
+    assert upload(aggregator, "batch-tiny", envelopes)["accepted"] == 2
+    out = tmp_path / "export"
+    assert cli("export", "batch-tiny", "--to", str(out), "--data-dir", str(aggregator.data_dir)).returncode == 0
+    done = cli("batch", str(out), "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "# note (1 cell outside [0, n]): count and proportion are unbiased" in done.stdout
+    assert "consistent_count is the biased variant" in done.stdout

@@ -127,6 +127,10 @@ def _print_rows(result: Any, fmt: str) -> None:
     for r in table:
         print("  ".join(c.rjust(w) if i >= len(result.by) + 1 else c.ljust(w) for i, (c, w) in
                         enumerate(zip(r, widths, strict=True))).rstrip())
+    outside = [cell for cell in result.cells if cell.get("unbiased", {}).get("outside_range")]
+    if outside:  # small cells: say next to the numbers why a share can be below 0 or above 1
+        cells = f"{len(outside)} cell{'s' if len(outside) != 1 else ''}"
+        print(f"# note ({cells} outside [0, n]): {outside[0]['unbiased']['note']}")
     if result.where:
         print("# filtered: the check against the service's tallies runs on unfiltered batches only")
     else:
