@@ -478,6 +478,11 @@ _SCHEMAS: dict[str, Any] = {
             "budget": {"type": "number"},
             "epsilon_spent": {"type": "number"},
             "epsilon_remaining": {"type": "number"},
+            "accountant": {
+                "type": "object",
+                "description": "the logged costs composed by the best valid rule, in every form, with spent and "
+                "left in the budget's own terms (as in a release body)",
+            },
             "policy": _ref("ReleasePolicy"),
             "releases": {
                 "type": "array",

@@ -14,11 +14,12 @@ from typing import Any
 
 from flask import current_app
 
-from deniable.aggregator import estimates, ingest
+from deniable.aggregator import accountant, estimates, ingest
 from deniable.aggregator.central import remaining
 from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
+from deniable.shared.accounting import compose
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter
 
@@ -271,11 +272,17 @@ class Service:
         rows = self.store.releases(campaign_id, after=after, limit=limit + 1)
         more, rows = len(rows) > limit, rows[:limit]
         budget = float(record.budget or 0.0)
+        config = self.campaign(campaign_id)
+        books = accountant.totals_body(
+            config.privacy_budget, compose(accountant.costs(self.store.connection(), campaign_id)),
+            deltas=() if config.delta is None else (config.delta,),
+        )  # fmt: skip
         return {
             "campaign_id": campaign_id,
             "budget": budget,
             "epsilon_spent": float(record.epsilon_spent),
-            "epsilon_remaining": remaining(record.epsilon_spent, budget),
+            "epsilon_remaining": remaining(record.epsilon_spent, budget) if config.budget_rho is None else 0.0,
+            "accountant": books,
             "policy": self._policy_body(campaign_id),
             "releases": [
                 {

@@ -409,11 +409,12 @@ class Totals:
         costs; a few splits are tried, each one valid).
         """
         seq = None
-        if self.epsilon_sum is not None and self.delta_sum <= Fraction(delta):
+        exact_delta = _exact(delta, "delta")  # as written: 1e-6 is 1/10⁶, as the costs' δ are
+        if self.epsilon_sum is not None and self.delta_sum <= exact_delta:
             seq = float(self.epsilon_sum)
         zc = zcdp_epsilon(self.rho, delta) if self.rho is not None and 0 < delta < 1 else None
         approx_eps, approx_delta = self.approx
-        slack = float(Fraction(delta) - approx_delta)
+        slack = float(exact_delta - approx_delta)
         adv = None
         if slack > 0 and (self.pure_epsilons or self.gaussian_rho):
             both = self.pure_epsilons and self.gaussian_rho

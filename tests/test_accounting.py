@@ -175,3 +175,10 @@ def test_we_are_never_more_optimistic_than_dp_accounting(name, costs, event, del
     reference = theirs(event, delta)
     assert ours >= reference, f"{name}: ours {ours} below dp-accounting's {reference}"
     assert ours <= 2.5 * reference  # and not absurdly loose: the ratio the benchmark prints
+
+
+def test_a_release_at_the_budgets_delta_fits_by_summation() -> None:
+    """δ = 1e-6 is read as 1/10⁶ on both sides: the float 1e-6 is slightly below 1/10⁶, and compared as a
+    binary fraction it made the sequential rule refuse a release whose δ equals the budget's."""
+    totals = compose([Cost.zcdp(Fraction(1, 50), epsilon=1, delta=1e-6)])
+    assert totals.rules_at(1e-6)["sequential"] == 1.0

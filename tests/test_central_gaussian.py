@@ -244,3 +244,22 @@ def test_integer_noise_intervals_have_their_coverage_exactly(noise: str, epsilon
     below, above = row["count"] - row["ci"][0], row["ci"][1] - row["count"]  # u, l
     coverage = sum(pmf(z) for z in range(-round(above), round(below) + 1))
     assert 0.93 <= coverage <= 0.97, (below, above, coverage)
+
+
+def test_the_release_log_shows_the_accountants_totals(aggregator) -> None:
+    from support.reports import simulate_envelopes, upload
+
+    config = aggregator.create_campaign(
+        id="rho-central", question="Smoker?", categories=["no", "yes"], epsilon=0.5, trust_model="central",
+        budget_rho=1.0, delta=1e-6,
+    )  # fmt: skip
+    upload(aggregator, "rho-central", simulate_envelopes(config, [0, 1] * 20, rng=np.random.default_rng(5)))
+    aggregator.estimate("rho-central")
+    aggregator.estimate("rho-central", noise="gaussian")
+    log = aggregator.get("/api/v1/campaigns/rho-central/releases", role="analyst").json()
+    books = log["accountant"]
+    assert books["budget"] == {"form": "zcdp", "rho": 1.0} and books["releases"] == 2
+    (cost_laplace, cost_gauss) = (row["cost"] for row in log["releases"])
+    assert cost_laplace == {"kind": "pure", "count": 1, "epsilon": "1/2"} and cost_gauss["kind"] == "zcdp"
+    assert books["rho"] == pytest.approx(0.125 + float(Fraction(cost_gauss["rho"])))
+    assert books["left"] == pytest.approx(1.0 - books["rho"])
