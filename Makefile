@@ -36,6 +36,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/intervals.py
 	$(BIN)/python benchmarks/ingest.py
 	$(BIN)/python benchmarks/client.py
+	$(BIN)/python benchmarks/central.py
+	$(BIN)/python benchmarks/accounting.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
