@@ -456,6 +456,7 @@ def release(
     :class:`BudgetExceeded` (nothing spent, nothing stored) when the release would pass the budget.
     """
     from deniable.aggregator import accountant
+    from deniable.aggregator.store import Store
 
     if not conn.in_transaction:
         raise RuntimeError("central.release must run inside Store.transaction() (BEGIN IMMEDIATE)")
@@ -475,14 +476,9 @@ def release(
         budget = Budget.pure(budget_epsilon)
     rate = accountant.subsample_rate(sample, adjacency)
     key = release_key(group_by, noise, sample=None if rate is None else str(rate))
-    cached = None
-    if not refresh:
-        cached = conn.execute(
-            "SELECT result_json, created_at FROM central_releases WHERE campaign_id = ? AND release_key = ?",
-            (campaign_id, key),
-        ).fetchone()
+    cached = None if refresh else Store.stored_release(conn, campaign_id, key)
     if cached is not None:
-        stored, released_at = json.loads(cached[0]), cached[1]
+        stored, released_at = cached
         totals = compose(accountant.costs(conn, campaign_id))
     else:
         cost, params = accountant.release_cost(
@@ -499,12 +495,7 @@ def release(
         values = [""] if group_by is None else sorted(set(group_values or ()) | set(tallies))
         stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise, params=params)
         stored["cost"] = {**cost.to_dict(), "text": cost.describe()}
-        conn.execute(
-            "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, release_key) DO UPDATE SET"
-            " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
-            (campaign_id, key, float(epsilon), json.dumps(stored), released_at),
-        )
+        Store.keep_release(conn, campaign_id, key, epsilon=epsilon, result=stored, at=released_at)
         if totals.epsilon_sum is not None:
             spent = _decimal(totals.epsilon_sum)
             conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent_text(spent), campaign_id))

@@ -337,6 +337,39 @@ class Store:
         return int(cursor.lastrowid or 0)
 
     @staticmethod
+    def stored_release(
+        conn: sqlite3.Connection, campaign_id: str, release_key: str
+    ) -> tuple[dict[str, Any], str] | None:
+        """The release kept in a slot (its stored JSON and when it was drawn), or ``None``."""
+        row = conn.execute(
+            "SELECT result_json, created_at FROM central_releases WHERE campaign_id = ? AND release_key = ?",
+            (campaign_id, release_key),
+        ).fetchone()
+        return None if row is None else (json.loads(row[0]), row[1])
+
+    @staticmethod
+    def keep_release(
+        conn: sqlite3.Connection, campaign_id: str, release_key: str, *, epsilon: float, result: Any, at: str
+    ) -> None:
+        """Store (replace) the release kept in a slot, within the caller's spending transaction."""
+        conn.execute(
+            "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, release_key) DO UPDATE SET"
+            " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
+            (campaign_id, release_key, float(epsilon), json.dumps(result), at),
+        )
+
+    @staticmethod
+    def overall_support(conn: sqlite3.Connection, campaign_id: str, k: int) -> list[int]:
+        """The raw per-category counts of a (non-recurring) campaign's overall tally (zeros if empty)."""
+        row = conn.execute(
+            "SELECT support_json FROM tallies WHERE campaign_id = ? AND round = '' AND group_field = ''"
+            " AND group_value = ''",
+            (campaign_id,),
+        ).fetchone()
+        return [int(c) for c in json.loads(row[0])] if row is not None else [0] * k
+
+    @staticmethod
     def release_costs(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
         """Every logged release's cost (exact JSON of :class:`deniable.shared.accounting.Cost`), oldest first:
         the central accountant's ledger, read inside the spending transaction."""

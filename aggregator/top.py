@@ -16,13 +16,13 @@ served again for free; ``refresh`` draws again and is charged again.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from deniable.aggregator import accountant, central
+from deniable.aggregator.store import Store
 from deniable.shared.accounting import Budget, Cost, compose, group_cost
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_TOP
@@ -63,14 +63,9 @@ def release_top(
     k = len(categories)
     _check_j(j, k)
     key = central.release_key(None, "exponential", top=j)
-    cached = None
-    if not refresh:
-        cached = conn.execute(
-            "SELECT result_json, created_at FROM central_releases WHERE campaign_id = ? AND release_key = ?",
-            (campaign_id, key),
-        ).fetchone()
+    cached = None if refresh else Store.stored_release(conn, campaign_id, key)
     if cached is not None:
-        stored, released_at = json.loads(cached[0]), cached[1]
+        stored, released_at = cached
         totals = compose(accountant.costs(conn, campaign_id))
     else:
         eps = Fraction(central.exact_epsilon(epsilon))
@@ -80,12 +75,7 @@ def release_top(
             conn, campaign_id, budget, cost, release_key=key, at=released_at, epsilon=epsilon, role=role,
             parameters=dict(parameters or {"top": j, "refresh": refresh}),
         ).totals  # fmt: skip
-        row = conn.execute(
-            "SELECT support_json FROM tallies WHERE campaign_id = ? AND round = '' AND group_field = ''"
-            " AND group_value = ''",
-            (campaign_id,),
-        ).fetchone()
-        counts = [int(c) for c in json.loads(row[0])] if row is not None else [0] * k
+        counts = Store.overall_support(conn, campaign_id, k)
         monotone = adjacency == "add-remove"
         chosen = top_answers(counts, j, epsilon=eps, monotone=monotone)
         scale = score_scale(eps / j, monotone=monotone)
@@ -98,12 +88,7 @@ def release_top(
             "scale": [scale.numerator, scale.denominator],
             "cost": {**cost.to_dict(), "text": cost.describe()},
         }
-        conn.execute(
-            "INSERT INTO central_releases (campaign_id, release_key, epsilon, result_json, created_at)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (campaign_id, release_key) DO UPDATE SET"
-            " epsilon = excluded.epsilon, result_json = excluded.result_json, created_at = excluded.created_at",
-            (campaign_id, key, float(epsilon), json.dumps(stored), released_at),
-        )
+        Store.keep_release(conn, campaign_id, key, epsilon=epsilon, result=stored, at=released_at)
     scale = Fraction(*stored["scale"])
     gap = utility_gap(k, scale, UTILITY_BETA)
     return {
