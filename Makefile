@@ -16,11 +16,13 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# mypy resolves deniable.* through symlinks, since the source folders are mapped onto the package at install.
+# mypy resolves deniable.* through symlinks, since the source folders are mapped onto the package at install
+# (deniable.analyst is aggregator/analyst; pyproject's mypy 'exclude' keeps it from being read twice).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	mkdir -p $(VENV)/mypy-src/deniable
 	for d in shared client aggregator; do ln -sfn ../../../$$d $(VENV)/mypy-src/deniable/$$d; done
+	ln -sfn ../../../aggregator/analyst $(VENV)/mypy-src/deniable/analyst
 	cd $(VENV)/mypy-src && ../bin/mypy --config-file ../../pyproject.toml -p deniable
 
 # The demo's figure goes to $(DEMO_OUT)/deniable-demo.png (the demo prints the path).

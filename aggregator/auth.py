@@ -29,6 +29,8 @@ ROUTE_ACCESS: dict[str, str] = {
     "campaigns.create": ADMIN,
     "campaigns.list_all": ANALYST,
     "campaigns.get_one": PUBLIC,
+    "campaigns.summary": ANALYST,
+    "campaigns.timeline": ANALYST,
     "campaigns.close": ADMIN,
     "reports.submit": PUBLIC,
     "estimates.estimate": ANALYST,

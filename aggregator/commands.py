@@ -1,4 +1,8 @@
-"""Operator commands of the ``deniable`` CLI: ``serve``, ``verify``, ``tokens`` and ``campaigns``.
+"""Operator commands of the ``deniable`` CLI, on the server's own disk: ``serve`` and ``admin verify|tokens|
+campaigns`` (``verify`` and ``tokens`` also at the top level, their first names).
+
+These read and write a data dir directly, so they run where the aggregator runs. An analyst elsewhere uses
+the HTTP commands of :mod:`deniable.analyst.cli` (``deniable campaigns list``, ``deniable estimate``).
 
 Every flag has a ``DENIABLE_*`` environment variable; flags win. Tokens are better passed by environment
 (``DENIABLE_ADMIN_TOKEN``, ``DENIABLE_ANALYST_TOKEN``) than by flag, since flags show in ``ps``. When
@@ -85,34 +89,49 @@ def register(subparsers: Any) -> None:
         )
     serve.set_defaults(func=serve_command, extra="aggregator")
 
-    verify = subparsers.add_parser(
-        "verify",
-        help=needs("aggregator") + "recount every tally from the stored reports and check every campaign key; "
-        "exit 1 on a problem",
-        description="Recount every campaign's tallies from its stored reports and compare them with the "
-        "stored tallies, and check every campaign's key file against the campaign's public key. Exit status "
-        "0 if all agree and every key is usable, 1 otherwise, 2 if there is no database.",
+    admin = subparsers.add_parser(
+        "admin",
+        help=needs("aggregator") + "commands that read a data dir on the server's disk (verify, tokens, campaigns)",
+        description="Commands that read the aggregator's data dir directly, on the machine that serves it. "
+        "To ask a running aggregator over HTTP, use `deniable campaigns` and `deniable estimate`.",
     )
-    _data_dir_arg(verify)
-    verify.set_defaults(func=verify_command, extra="aggregator")
+    admin.set_defaults(func=lambda args: _usage(admin), extra="aggregator")
+    local = admin.add_subparsers(dest="admin_command", metavar="COMMAND")
+    for where in (local, subparsers):  # verify and tokens keep their top-level names
+        verify = where.add_parser(
+            "verify",
+            help=needs("aggregator") + "recount every tally from the stored reports and check every campaign "
+            "key; exit 1 on a problem",
+            description="Recount every campaign's tallies from its stored reports and compare them with the "
+            "stored tallies, and check every campaign's key file against the campaign's public key. Exit "
+            "status 0 if all agree and every key is usable, 1 otherwise, 2 if there is no database.",
+        )
+        _data_dir_arg(verify)
+        verify.set_defaults(func=verify_command, extra="aggregator")
 
-    tokens = subparsers.add_parser(
-        "tokens",
-        help="show where the admin and analyst token files are (never the tokens)",
-        description="Print the paths of the admin and analyst token files of a data dir and their mode, "
-        "never the tokens themselves.",
-    )
-    _data_dir_arg(tokens)
-    tokens.set_defaults(func=tokens_command)
+        tokens = where.add_parser(
+            "tokens",
+            help="show where the admin and analyst token files are (never the tokens)",
+            description="Print the paths of the admin and analyst token files of a data dir and their mode, "
+            "never the tokens themselves.",
+        )
+        _data_dir_arg(tokens)
+        tokens.set_defaults(func=tokens_command)
 
-    campaigns = subparsers.add_parser(
+    campaigns = local.add_parser(
         "campaigns",
         help=needs("aggregator") + "list the campaigns stored in a data dir",
         description="List id, trust model, status and report count of every campaign stored in a data dir "
-        "(read from the database directly; the server may be running).",
+        "(read from the database directly; the server may be running). `deniable campaigns list` asks a "
+        "running aggregator over HTTP instead.",
     )
     _data_dir_arg(campaigns)
     campaigns.set_defaults(func=campaigns_command, extra="aggregator")
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
 
 
 def _check_serve_args(args: argparse.Namespace) -> None:

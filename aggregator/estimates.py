@@ -32,7 +32,7 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["central_estimate", "central_top", "estimate", "local_estimate", "release_policy"]
+__all__ = ["central_estimate", "central_top", "estimate", "local_estimate", "release_policy", "round_of"]
 
 
 def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
@@ -51,7 +51,7 @@ def _local_one(config: CampaignConfig, stored: StoredTally, level: float) -> dic
     return body
 
 
-def _check_round(config: CampaignConfig, round: str | None) -> str:
+def round_of(config: CampaignConfig, round: str | None) -> str:
     """The round to estimate: a valid label for a recurring campaign, ``''`` (its only round) otherwise."""
     if config.recurring and round is None:
         raise InvalidParameter(
@@ -73,7 +73,7 @@ def local_estimate(
 ) -> dict[str, Any]:
     """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring."""
     _check_group_by(config, group_by)
-    round_ = _check_round(config, round)
+    round_ = round_of(config, round)
     head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local"}
     if config.recurring:
         head["round"] = round_
@@ -221,7 +221,7 @@ def estimate(
     """The estimate route's body for either trust model (``round``: recurring campaigns only); ``role`` is
     the caller's, recorded with each central release."""
     if config.trust_model == "central":
-        _check_round(config, round)
+        round_of(config, round)
         return central_estimate(
             store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role, sample=sample
         )

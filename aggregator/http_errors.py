@@ -19,15 +19,16 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
-from deniable.aggregator.service import CampaignExists
 from deniable.shared.errors import (
     BudgetExceeded,
     CampaignClosed,
+    CampaignExists,
     CampaignKeyUnavailable,
     DeniableError,
     InvalidConfig,
     InvalidParameter,
     InvalidReport,
+    PermissionDenied,
     ReleaseRefused,
     TransportError,
     UnknownCampaign,
@@ -44,6 +45,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (CampaignClosed, 409),
     (BudgetExceeded, 409),
     (ReleaseRefused, 409),
+    (PermissionDenied, 403),
     (InvalidParameter, 422),
     (InvalidConfig, 422),
     (InvalidReport, 422),

@@ -41,6 +41,11 @@ Version 4 adds the central *release policy* and *release log* (``docs/central.md
 
 Version 5 makes the release log the central accountant's ledger (see ``_V5``): costs in natural form, and
 one ``before-release-log`` row per campaign for the ε spent before the log existed.
+
+Version 7 adds ``report_arrivals``: per campaign, round and UTC hour, the number of accepted reports,
+counted in the ingest transaction (served by the timeline route). It holds counts only, no report id and
+no pseudonym. Reports stored before version 7 carry only their day; they are counted in that day's first
+hour (00:00 UTC).
 """
 
 from __future__ import annotations
@@ -197,7 +202,24 @@ _V6: tuple[str, ...] = (
     "CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at TEXT NOT NULL, pid INTEGER NOT NULL)",
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_V7: tuple[str, ...] = (
+    """
+    CREATE TABLE report_arrivals (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        round       TEXT NOT NULL DEFAULT '',
+        hour        TEXT NOT NULL,
+        n           INTEGER NOT NULL CHECK (n >= 0),
+        PRIMARY KEY (campaign_id, round, hour)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO report_arrivals (campaign_id, round, hour, n)
+    SELECT campaign_id, round, received_day || 'T00:00:00Z', COUNT(*) FROM reports
+    GROUP BY campaign_id, round, received_day
+    """,
+)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

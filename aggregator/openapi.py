@@ -13,10 +13,15 @@ from typing import Any
 from deniable.shared.fields import ROUND_PATTERN
 from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
+    CAMPAIGN_PAGE_DEFAULT,
+    CAMPAIGN_PAGE_MAX,
+    CAMPAIGN_STATUSES,
     MAX_MIN_REPORTS_BEFORE_RELEASE,
     MAX_REFRESH_INTERVAL_SECONDS,
     MAX_TOP,
     RELEASES_PAGE_MAX,
+    TIMELINE_BUCKETS,
+    TIMELINE_MAX_BUCKETS,
 )
 
 __all__ = ["DOCUMENT", "document"]
@@ -259,34 +264,64 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "CampaignSummary": {
+        "allOf": [
+            _ref("CampaignConfig"),
+            {
+                "type": "object",
+                "required": ["n_reports", "epsilon_spent", "created_at", "closed_at"],
+                "properties": {
+                    "n_reports": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "nullable": True,
+                        "description": "null for an analyst when the campaign is central "
+                        "under add-remove adjacency (the participant count is private there)",
+                    },
+                    "epsilon_spent": {"type": "number"},
+                    "created_at": {"type": "string"},
+                    "closed_at": {"type": "string", "nullable": True},
+                },
+            },
+        ]
+    },
     "CampaignList": {
         "type": "object",
-        "required": ["campaigns"],
+        "required": ["campaigns", "total", "offset", "next_offset"],
         "properties": {
-            "campaigns": {
+            "campaigns": {"type": "array", "items": _ref("CampaignSummary")},
+            "total": {"type": "integer", "minimum": 0, "description": "campaigns matching the filter"},
+            "offset": {"type": "integer", "minimum": 0},
+            "next_offset": {
+                "type": "integer",
+                "nullable": True,
+                "description": "the offset of the next page, null on the last one",
+            },
+        },
+    },
+    "Timeline": {
+        "type": "object",
+        "required": ["campaign_id", "bucket", "round", "total", "buckets"],
+        "additionalProperties": False,
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "bucket": {"type": "string", "enum": list(TIMELINE_BUCKETS)},
+            "round": {"type": "string", "nullable": True},
+            "total": {"type": "integer", "minimum": 0},
+            "buckets": {
                 "type": "array",
+                "description": "UTC hours or days from the first with reports to the last, zero-filled",
+                "maxItems": TIMELINE_MAX_BUCKETS,
                 "items": {
-                    "allOf": [
-                        _ref("CampaignConfig"),
-                        {
-                            "type": "object",
-                            "required": ["n_reports", "epsilon_spent", "created_at", "closed_at"],
-                            "properties": {
-                                "n_reports": {
-                                    "type": "integer",
-                                    "minimum": 0,
-                                    "nullable": True,
-                                    "description": "null for an analyst when the campaign is central "
-                                    "under add-remove adjacency (the participant count is private there)",
-                                },
-                                "epsilon_spent": {"type": "number"},
-                                "created_at": {"type": "string"},
-                                "closed_at": {"type": "string", "nullable": True},
-                            },
-                        },
-                    ]
+                    "type": "object",
+                    "required": ["start", "reports"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "start": {"type": "string", "description": "the bucket's first instant, ISO 8601 UTC"},
+                        "reports": {"type": "integer", "minimum": 0},
+                    },
                 },
-            }
+            },
         },
     },
     "Envelope": {
@@ -560,9 +595,19 @@ _PATHS: dict[str, Any] = {
         },
         "get": {
             "operationId": "listCampaigns",
-            "summary": "List campaigns (analyst or admin)",
+            "summary": "List campaigns, oldest first, a page at a time (analyst or admin)",
             "security": _BEARER,
-            "responses": {"200": _json(_ref("CampaignList"), "every campaign"), **_errors(401, 403)},
+            "parameters": [
+                {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(CAMPAIGN_STATUSES)}},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "description": f"campaigns per page (default {CAMPAIGN_PAGE_DEFAULT})",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": CAMPAIGN_PAGE_MAX},
+                },
+                {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            ],
+            "responses": {"200": _json(_ref("CampaignList"), "a page of campaigns"), **_errors(400, 401, 403, 422)},
         },
     },
     "/api/v1/campaigns/{campaign_id}": {
@@ -572,6 +617,33 @@ _PATHS: dict[str, Any] = {
             "security": _PUBLIC,
             "parameters": [_CAMPAIGN_ID],
             "responses": {"200": _json(_ref("CampaignConfig"), "the campaign's config"), **_errors(404)},
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/summary": {
+        "get": {
+            "operationId": "campaignSummary",
+            "summary": "One campaign with its counters, as the list shows it (analyst)",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "responses": {"200": _json(_ref("CampaignSummary"), "the campaign"), **_errors(401, 403, 404)},
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/timeline": {
+        "get": {
+            "operationId": "timeline",
+            "summary": "Accepted reports per UTC hour or day (analyst; central campaigns: admin only)",
+            "security": _BEARER,
+            "parameters": [
+                _CAMPAIGN_ID,
+                {"name": "bucket", "in": "query", "schema": {"type": "string", "enum": list(TIMELINE_BUCKETS)}},
+                {
+                    "name": "round",
+                    "in": "query",
+                    "description": "recurring campaigns: one round (default: every report)",
+                    "schema": _ROUND,
+                },
+            ],
+            "responses": {"200": _json(_ref("Timeline"), "the timeline"), **_errors(400, 401, 403, 404, 422)},
         }
     },
     "/api/v1/campaigns/{campaign_id}/close": {

@@ -6,6 +6,7 @@ of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggrega
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import shutil
 import sqlite3
@@ -21,7 +22,8 @@ from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.accounting import compose
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter
+from deniable.shared.errors import CampaignExists, InvalidConfig, InvalidParameter, PermissionDenied
+from deniable.shared.limits import CAMPAIGN_STATUSES, TIMELINE_BUCKETS, TIMELINE_MAX_BUCKETS
 
 __all__ = [
     "CREATE_FIELDS", "MAX_GROUP_CELLS", "CampaignExists", "Service", "config_of", "current_service",
@@ -57,10 +59,6 @@ def _check_group_cells(config: CampaignConfig) -> None:
             )
 
 
-class CampaignExists(DeniableError):
-    """A campaign with this id already exists (HTTP 409)."""
-
-    code = "campaign_exists"
 
 
 def config_of(record: CampaignRecord) -> CampaignConfig:
@@ -168,26 +166,43 @@ class Service:
         """The public config a device needs."""
         return self.campaign(campaign_id).to_json()
 
-    def list_campaigns(self, *, exact_counts: bool) -> dict[str, Any]:
-        """Every campaign's config with its report count, ε spent and dates.
+    def list_campaigns(
+        self, *, exact_counts: bool, status: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> dict[str, Any]:
+        """The campaigns (of one ``status`` if given, oldest first; ``limit`` from ``offset``) with their
+        report counts, ε spent and dates; ``total`` counts every match and ``next_offset`` is where the next
+        page starts (None on the last page).
 
         Without ``exact_counts`` (the analyst's view) ``n_reports`` is null for a central campaign under
         ``add-remove`` adjacency: there the number of participants is itself a count that is released only
         with noise (a release's ``n``). The admin, who operates the curator and holds the raw data anyway,
         sees the exact count; so does anyone under ``replace``, where n is public by definition.
         """
+        if status is not None and status not in CAMPAIGN_STATUSES:
+            raise InvalidParameter(f"'status' must be one of {', '.join(CAMPAIGN_STATUSES)}, got {status[:32]!r}")
+        records = self.store.list_campaigns(status=status, limit=limit, offset=offset)
+        total = self.store.count_campaigns(status=status)
+        end = offset + len(records)
         return {
-            "campaigns": [
-                {
-                    **config_of(record).to_json(),
-                    "n_reports": record.n_reports if exact_counts or not _count_is_private(record) else None,
-                    "epsilon_spent": float(record.epsilon_spent),
-                    "created_at": record.created_at,
-                    "closed_at": record.closed_at,
-                }
-                for record in self.store.list_campaigns()
-            ]
+            "campaigns": [self._summary(record, exact_counts=exact_counts) for record in records],
+            "total": total,
+            "offset": offset,
+            "next_offset": end if limit is not None and end < total else None,
         }
+
+    @staticmethod
+    def _summary(record: CampaignRecord, *, exact_counts: bool) -> dict[str, Any]:
+        return {
+            **config_of(record).to_json(),
+            "n_reports": record.n_reports if exact_counts or not _count_is_private(record) else None,
+            "epsilon_spent": float(record.epsilon_spent),
+            "created_at": record.created_at,
+            "closed_at": record.closed_at,
+        }
+
+    def campaign_summary(self, campaign_id: str, *, exact_counts: bool) -> dict[str, Any]:
+        """One campaign as :meth:`list_campaigns` lists it (config, counters, dates)."""
+        return self._summary(self.store.get_campaign(campaign_id), exact_counts=exact_counts)
 
     def close_campaign(self, campaign_id: str) -> dict[str, Any]:
         """Close a campaign (idempotent); return its config, now with status 'closed'."""
@@ -354,11 +369,65 @@ class Service:
             )
         ready = all(check["ok"] for check in checks.values())
         return ready, {"status": "ready" if ready else "not_ready", "checks": checks}
+    def timeline(
+        self, campaign_id: str, *, bucket: str = "day", round: str | None = None, exact_counts: bool
+    ) -> dict[str, Any]:
+        """Accepted reports per UTC hour or day, zero-filled from the first bucket with reports to the last.
+
+        Counts only: no report, device or pseudonym appears. A local campaign's report count is not what
+        LDP protects (each value is randomized on its device; who took part, and when, is visible to the
+        aggregator by design), so analysts get it. A central campaign's timeline is a count of participants
+        per hour, a histogram of the raw data the curator holds: it is served to the admin only (like the
+        exact ``n_reports``) and to analysts not at all, rather than charged to the ε budget (see
+        docs/analysts.md for why). Of one ``round`` (recurring campaigns), or of every report when None.
+        """
+        if bucket not in TIMELINE_BUCKETS:
+            raise InvalidParameter(f"'bucket' must be one of {', '.join(TIMELINE_BUCKETS)}, got {bucket[:32]!r}")
+        config = self.campaign(campaign_id)
+        if config.trust_model == "central" and not exact_counts:
+            raise PermissionDenied(
+                f"campaign {campaign_id!r} is central: its timeline counts participants from the raw data and "
+                "is not released to analysts (it would need its own share of the ε budget, spent again for "
+                "every new hour); the admin token may read it, analysts read the noisy n of a release"
+            )
+        if round is not None:
+            round = estimates.round_of(config, round)
+        hours = self.store.arrivals(campaign_id, round=round)
+        counts: dict[dt.datetime, int] = {}
+        for hour, n in hours:
+            start = dt.datetime.strptime(hour, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+            if bucket == "day":
+                start = start.replace(hour=0)
+            counts[start] = counts.get(start, 0) + n
+        step = dt.timedelta(hours=1) if bucket == "hour" else dt.timedelta(days=1)
+        buckets: list[dict[str, Any]] = []
+        if counts:
+            first, last = min(counts), max(counts)
+            span = (last - first) // step + 1
+            if span > TIMELINE_MAX_BUCKETS:
+                raise InvalidParameter(
+                    f"the reports of campaign {campaign_id!r} span {span} {bucket}s, more than the "
+                    f"{TIMELINE_MAX_BUCKETS} one timeline holds; ask for bucket=day"
+                )
+            buckets = [
+                {"start": _iso(first + i * step), "reports": counts.get(first + i * step, 0)} for i in range(span)
+            ]
+        return {
+            "campaign_id": campaign_id,
+            "bucket": bucket,
+            "round": round,
+            "total": sum(counts.values()),
+            "buckets": buckets,
+        }
 
     def health(self) -> dict[str, Any]:
         """Liveness: the database answers a query (readiness is :meth:`readiness`)."""
         self.store.connection().execute("SELECT 1").fetchone()
         return {"status": "ok"}
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def current_service() -> Service:

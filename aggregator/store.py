@@ -7,7 +7,8 @@ share one file: writers queue on ``busy_timeout`` and readers never block.
 
 Invariant kept by :meth:`Store.ingest`: for every campaign, round, group field and group value, the
 ``tallies`` row equals the tally of the stored reports, and ``campaigns.n_reports`` equals their number
-(checked by ``deniable verify``). Each report id counts at most once per campaign, and each device
+(checked by ``deniable verify``), and the ``report_arrivals`` of each round add up to its number of reports.
+Each report id counts at most once per campaign, and each device
 (pseudonym) at most once per campaign and round. Non-recurring campaigns have the single round ``''``;
 a recurring campaign's rounds are the labels its devices send, each tallied (and estimated) on its own.
 """
@@ -120,6 +121,11 @@ class ReleaseLogRow:
 
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def hour_of(moment: dt.datetime) -> str:
+    """The UTC hour ``moment`` falls in, as stored in ``report_arrivals``: ``2026-12-01T08:00:00Z``."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:00:00Z")
 
 
 def _compact(obj: Any) -> str:
@@ -250,12 +256,23 @@ class Store:
             )
         return self._record(row)
 
-    def list_campaigns(self) -> list[CampaignRecord]:
-        """Every campaign, oldest first."""
+    def list_campaigns(
+        self, *, status: str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[CampaignRecord]:
+        """The campaigns (of one ``status`` if given), oldest first; ``limit`` of them from ``offset``."""
+        where, args = ("", ()) if status is None else (" WHERE status = ?", (status,))
+        page: tuple[int, ...] = () if limit is None else (limit, offset)
         rows = self.connection().execute(
-            self._SELECT_CAMPAIGNS + " ORDER BY created_at, id"
+            self._SELECT_CAMPAIGNS + where + " ORDER BY created_at, id" + (" LIMIT ? OFFSET ?" if page else ""),
+            (*args, *page),
         ).fetchall()
         return [self._record(row) for row in rows]
+
+    def count_campaigns(self, *, status: str | None = None) -> int:
+        """How many campaigns there are (of one ``status`` if given)."""
+        where, args = ("", ()) if status is None else (" WHERE status = ?", (status,))
+        row = self.connection().execute("SELECT COUNT(*) FROM campaigns" + where, args).fetchone()  # noqa: S608
+        return int(row[0])
 
     def close_campaign(self, campaign_id: str) -> CampaignRecord:
         """Mark the campaign closed (idempotent); later report batches are refused with 409."""
@@ -440,7 +457,8 @@ class Store:
         campaign). Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
         batch, checked inside the transaction so that a concurrent close cannot let reports slip in.
         """
-        day = _utc_now().date().isoformat()
+        now = _utc_now()
+        day, hour = now.date().isoformat(), hour_of(now)
         with self.transaction() as conn:
             status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
             if status is None:
@@ -489,7 +507,17 @@ class Store:
                     rows,
                 )
                 self._add_tallies(conn, campaign_id, deltas, k)
-                conn.execute("UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id))
+                arrivals: dict[str, int] = {}
+                for row in rows:
+                    arrivals[str(row[2])] = arrivals.get(str(row[2]), 0) + 1
+                conn.executemany(
+                    "INSERT INTO report_arrivals (campaign_id, round, hour, n) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (campaign_id, round, hour) DO UPDATE SET n = n + excluded.n",
+                    [(campaign_id, round_, hour, n) for round_, n in arrivals.items()],
+                )
+                conn.execute(
+                    "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
+                )
         return outcomes
 
     @staticmethod
@@ -542,6 +570,35 @@ class Store:
             (campaign_id,),
         )
         return [(round_, n) for round_, n in rows]
+
+    def arrivals(self, campaign_id: str, *, round: str | None = None) -> list[tuple[str, int]]:
+        """``(hour, n)``: the accepted reports of each UTC hour that has any, oldest first; of one ``round``,
+        or summed over every round when ``round`` is None. Costs O(hours), whatever the number of reports."""
+        if round is None:
+            rows = self.connection().execute(
+                "SELECT hour, SUM(n) FROM report_arrivals WHERE campaign_id = ? GROUP BY hour ORDER BY hour",
+                (campaign_id,),
+            )
+        else:
+            rows = self.connection().execute(
+                "SELECT hour, n FROM report_arrivals WHERE campaign_id = ? AND round = ? ORDER BY hour",
+                (campaign_id, round),
+            )
+        return [(hour, int(n)) for hour, n in rows if n]
+
+    def arrivals_per_round(self, campaign_id: str) -> dict[str, int]:
+        """The sum of ``report_arrivals`` of each round (for recounts: it must equal the round's reports)."""
+        rows = self.connection().execute(
+            "SELECT round, SUM(n) FROM report_arrivals WHERE campaign_id = ? GROUP BY round", (campaign_id,)
+        )
+        return {round_: int(n) for round_, n in rows}
+
+    def reports_per_round(self, campaign_id: str) -> dict[str, int]:
+        """The number of stored reports of each round (a full count, for recounts)."""
+        rows = self.connection().execute(
+            "SELECT round, COUNT(*) FROM reports WHERE campaign_id = ? GROUP BY round", (campaign_id,)
+        )
+        return {round_: int(n) for round_, n in rows}
 
     def stored_rounds(self, campaign_id: str) -> set[str]:
         """Every round label found in the stored reports or tallies (a full scan, for recounts)."""

@@ -59,6 +59,14 @@ def verify_store(store: Store) -> list[CampaignCheck]:
         check = CampaignCheck(record.id, store.count_reports(record.id), record.n_reports)
         if check.reports != check.counter:
             check.mismatches.append(f"n_reports counter is {check.counter}, {check.reports} reports stored")
+        arrived, stored_per_round = store.arrivals_per_round(record.id), store.reports_per_round(record.id)
+        for round_ in sorted(set(arrived) | set(stored_per_round)):
+            if arrived.get(round_, 0) != stored_per_round.get(round_, 0):
+                where = f" in round {round_!r}" if round_ else ""
+                check.mismatches.append(
+                    f"timeline{where}: {arrived.get(round_, 0)} arrivals counted, "
+                    f"{stored_per_round.get(round_, 0)} reports stored"
+                )
         for round_ in sorted(store.stored_rounds(record.id)):
             fresh = recount(store, record.id, round=round_)
             stored = store.all_tallies(record.id, round=round_)

@@ -12,6 +12,9 @@
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
     ├── CampaignKeyUnavailable          the aggregator cannot use a campaign's key (a server fault; retryable)
+    ├── CampaignExists                  a campaign with that id already exists (ids are never reused)
+    ├── AuthenticationFailed            no token, or a token the aggregator does not know (HTTP 401)
+    ├── PermissionDenied                the token's role may not do this, or the figure is not released (403)
     ├── TransportError                  the aggregator could not be reached, or did not settle a delivery
     │   └── DeliveryError               it answered, but not with a verdict on the reports (they stay queued)
     │       ├── RedirectRefused         3xx: a POST is never re-sent elsewhere
@@ -39,10 +42,12 @@ __all__ = [
     "AccessDenied",
     "AggregatorUnavailable",
     "AnswerChanged",
+    "AuthenticationFailed",
     "BatchRefused",
     "BatchTooLarge",
     "BudgetExceeded",
     "CampaignClosed",
+    "CampaignExists",
     "CampaignKeyUnavailable",
     "CampaignNotFound",
     "DeliveryError",
@@ -54,6 +59,7 @@ __all__ = [
     "InvalidReport",
     "LedgerLost",
     "MalformedReply",
+    "PermissionDenied",
     "RateLimited",
     "RedirectRefused",
     "ReleaseRefused",
@@ -144,6 +150,23 @@ class CampaignKeyUnavailable(DeniableError):
     """
 
     code = "campaign_key_unavailable"
+class CampaignExists(DeniableError):
+    """A campaign with this id already exists (HTTP 409)."""
+
+    code = "campaign_exists"
+
+
+class AuthenticationFailed(DeniableError):
+    """The request carried no token, or one this aggregator does not know (HTTP 401)."""
+
+    code = "authentication_failed"
+
+
+class PermissionDenied(DeniableError):
+    """The token is valid but its role may not do this, or the figure asked for is not released to it
+    (HTTP 403)."""
+
+    code = "permission_denied"
 
 
 class TransportError(DeniableError):

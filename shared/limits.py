@@ -31,6 +31,9 @@ from deniable.shared.errors import DeniableError
 
 __all__ = [
     "CAMPAIGN_EPSILON",
+    "CAMPAIGN_PAGE_DEFAULT",
+    "CAMPAIGN_PAGE_MAX",
+    "CAMPAIGN_STATUSES",
     "CENTRAL_DELTA_RANGE",
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
@@ -50,6 +53,8 @@ __all__ = [
     "RELEASES_PAGE_MAX",
     "RETRY_AFTER_MAX_WAIT",
     "STATE_BUSY_TIMEOUT",
+    "TIMELINE_BUCKETS",
+    "TIMELINE_MAX_BUCKETS",
     "check_range",
     "range_text",
 ]
@@ -163,3 +168,20 @@ NUMBER_STEPS: tuple[int, int] = (1, 1 << 20)
 #: Cells of the Piecewise Mechanism's output lattice over [−C, C]: the variance grows by at most
 #: (2C/cells)²/4, and the device computes cells + 1 exact probabilities per grid point it answers.
 MEAN_LATTICE: tuple[int, int] = (2, 1 << 16)
+
+# -- the analyst's views (campaign lists, timelines) ------------------------------------------------------
+
+#: Campaigns in one page of ``GET /api/v1/campaigns`` when ``limit`` is not given, and the most it may ask:
+#: each entry carries the campaign's descriptor (up to 4096 category labels), so a page stays a few MB.
+CAMPAIGN_PAGE_DEFAULT = 100
+CAMPAIGN_PAGE_MAX = 1000
+
+#: The statuses a campaign list may be filtered by.
+CAMPAIGN_STATUSES: tuple[str, ...] = ("open", "closed")
+
+#: Bucket widths of ``GET .../timeline``: the store keeps hours, days are sums of 24 of them (UTC).
+TIMELINE_BUCKETS: tuple[str, ...] = ("hour", "day")
+
+#: Most buckets one timeline answer holds (zero-filled from the first to the last): a bit over a year of
+#: hours, or 27 years of days. A longer span of hours is refused with a hint to ask for days.
+TIMELINE_MAX_BUCKETS = 10_000

@@ -1,4 +1,4 @@
-"""Campaigns: create (admin), list (analyst), read (public), close (admin)."""
+"""Campaigns: create (admin), list and summarize (analyst), read (public), close (admin), timeline (analyst)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 from flask import Blueprint
 
 from deniable.aggregator.auth import ADMIN, current_role
-from deniable.aggregator.bodies import json_object
+from deniable.aggregator.bodies import json_object, query_int, query_params, query_str
 from deniable.aggregator.service import current_service
+from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, CAMPAIGN_PAGE_MAX
 
 bp = Blueprint("campaigns", __name__, url_prefix="/api/v1/campaigns")
 
@@ -20,15 +21,40 @@ def create() -> tuple[dict[str, Any], int]:
 
 
 @bp.get("")
+@query_params("status", "limit", "offset")
 def list_all() -> dict[str, Any]:
-    """Every campaign with its counters (exact report counts of central add/remove campaigns: admin only)."""
-    return current_service().list_campaigns(exact_counts=current_role() == ADMIN)
+    """A page of campaigns (``?status=open|closed&limit=&offset=``) with their counters (exact report counts
+    of central add/remove campaigns: admin only)."""
+    return current_service().list_campaigns(
+        exact_counts=current_role() == ADMIN,
+        status=query_str("status"),
+        limit=query_int("limit", default=CAMPAIGN_PAGE_DEFAULT, low=1, high=CAMPAIGN_PAGE_MAX),
+        offset=query_int("offset", default=0, low=0, high=2**53) or 0,
+    )
 
 
 @bp.get("/<campaign_id>")
 def get_one(campaign_id: str) -> dict[str, Any]:
     """The public config a device fetches and pins."""
     return current_service().get_campaign(campaign_id)
+
+
+@bp.get("/<campaign_id>/summary")
+def summary(campaign_id: str) -> dict[str, Any]:
+    """The campaign as the list shows it: config, report count, ε spent, dates."""
+    return current_service().campaign_summary(campaign_id, exact_counts=current_role() == ADMIN)
+
+
+@bp.get("/<campaign_id>/timeline")
+@query_params("bucket", "round")
+def timeline(campaign_id: str) -> dict[str, Any]:
+    """Accepted reports per UTC hour or day (``?bucket=hour|day&round=``); central campaigns: admin only."""
+    return current_service().timeline(
+        campaign_id,
+        bucket=query_str("bucket", default="day") or "day",
+        round=query_str("round"),
+        exact_counts=current_role() == ADMIN,
+    )
 
 
 @bp.post("/<campaign_id>/close")
