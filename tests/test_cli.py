@@ -26,8 +26,9 @@ from tests.support.server import RunningServer
 DENIABLE = str(Path(sys.executable).with_name("deniable"))
 #: Third-party modules of the aggregator extra (pyproject.toml), blocked on a simulated device install.
 AGGREGATOR_MODULES = ("flask", "werkzeug", "gunicorn", "numpy", "matplotlib", "scipy", "tqdm")
-NEEDS_AGGREGATOR = ("serve", "verify", "campaigns", "compare", "audit", "demo")
-DEVICE_COMMANDS = ("submit", "ledger", "tokens")
+NEEDS_AGGREGATOR = ("serve", "verify", "admin", "compare", "audit", "demo")
+#: Commands of a device-only install; campaigns, estimate and timeline are the analyst's, over HTTP.
+DEVICE_COMMANDS = ("submit", "ledger", "tokens", "campaigns", "estimate", "timeline")
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -85,7 +86,7 @@ def test_device_only_help_lists_every_command_and_marks_the_extra(device_only: d
     [
         ("serve",),
         ("verify",),
-        ("campaigns",),
+        ("admin", "campaigns"),
         ("compare", "--n", "100"),
         ("audit", "--trials", "200"),
         ("demo", "--no-plot"),
@@ -94,7 +95,7 @@ def test_device_only_help_lists_every_command_and_marks_the_extra(device_only: d
 def test_device_only_commands_needing_the_extra_say_which_in_one_line(
     device_only: dict[str, str], args: tuple[str, ...], tmp_path: Path
 ) -> None:
-    data = ("--data-dir", str(tmp_path / "data")) if args[0] in ("serve", "verify", "campaigns") else ()
+    data = ("--data-dir", str(tmp_path / "data")) if args[0] in ("serve", "verify", "admin") else ()
     done = run(*args, *data, env=device_only, timeout=60)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr
