@@ -13,6 +13,8 @@ Configuration keys (all optional except ``DATA_DIR``):
 ``MAX_BATCH``           most envelopes in one report batch (default 1000)
 ``MIN_FREE_DISK_BYTES`` free space of the data dir's file system below which ``/readyz`` answers 503
                         (default 256 MiB)
+``SECURE_COOKIES``      mark the dashboard's cookies ``Secure`` even when the request came over plain HTTP
+                        (behind a TLS-terminating proxy; default: only when the request itself is HTTPS)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
     "ADMIN_TOKEN": None,
     "ANALYST_TOKEN": None,
+    "SECURE_COOKIES": False,
 }
 
 

@@ -4,17 +4,23 @@ Roles are ordered ``public < analyst < admin``: the admin token passes every ana
 as ``Authorization: Bearer <token>`` and are compared with :func:`hmac.compare_digest` (constant time).
 A missing or unknown token is 401; a valid token of a lower role is 403. A route missing from
 :data:`ROUTE_ACCESS` is refused (fail closed), and a test walks ``app.url_map`` to keep the table complete.
+
+The dashboard's pages (:data:`SESSION_ACCESS`) are for browsers: they take no bearer token but the session
+cookie of a sign-in (:mod:`deniable.aggregator.sessions`), checked by the same hook. Without a session a
+page redirects to the sign-in form and a POST is 403; a session of a lower role is 403.
 """
 
 from __future__ import annotations
 
 import hmac
 
-from flask import Flask, current_app, request
+from flask import Flask, abort, current_app, redirect, request, url_for
 from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-__all__ = ["ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "current_role", "install_auth", "role_of_token"]
+__all__ = [
+    "ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "SESSION_ACCESS", "current_role", "install_auth", "role_of_token",
+]
 
 PUBLIC = "public"
 ANALYST = "analyst"
@@ -39,6 +45,20 @@ ROUTE_ACCESS: dict[str, str] = {
     "releases.list_all": ANALYST,
     "releases.get_policy": ANALYST,
     "releases.set_policy": ADMIN,
+}
+
+#: Every page of the dashboard and the least role its session must have (``public``: no session needed).
+SESSION_ACCESS: dict[str, str] = {
+    "dashboard.root": PUBLIC,
+    "dashboard.sign_in_form": PUBLIC,
+    "dashboard.sign_in": PUBLIC,
+    "dashboard.stylesheet": PUBLIC,
+    "dashboard.sign_out": ANALYST,
+    "dashboard.campaigns": ANALYST,
+    "dashboard.campaign": ANALYST,
+    "dashboard.csv": ANALYST,
+    "dashboard.release": ANALYST,
+    "dashboard.close": ADMIN,
 }
 
 _CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})
@@ -74,7 +94,11 @@ def current_role() -> str:
 def _enforce() -> None:
     if request.url_rule is None:  # no route matched: let routing answer 404/405
         return
-    needed = ROUTE_ACCESS.get(request.endpoint or "")
+    endpoint = request.endpoint or ""
+    if endpoint in SESSION_ACCESS:
+        _enforce_session(SESSION_ACCESS[endpoint])
+        return
+    needed = ROUTE_ACCESS.get(endpoint)
     if needed is None:
         raise Forbidden("this route has no access rule; it is refused until one is added to ROUTE_ACCESS")
     if needed == PUBLIC:
@@ -94,6 +118,20 @@ def _enforce() -> None:
         )
     if _RANK[granted] < _RANK[needed]:
         raise Forbidden(f"this route needs the {needed} token; the {granted} token may not call it")
+
+
+def _enforce_session(needed: str) -> None:
+    if needed == PUBLIC:
+        return
+    from deniable.aggregator.sessions import current_session
+
+    session = current_session()
+    if session is None:
+        if request.method in ("GET", "HEAD"):
+            abort(redirect(url_for("dashboard.sign_in_form"), code=303))
+        raise Forbidden("you are not signed in to the dashboard (or the session ended); sign in again")
+    if _RANK[session.role] < _RANK[needed]:
+        raise Forbidden(f"this needs the {needed} role; you signed in as {session.role}")
 
 
 def install_auth(app: Flask) -> None:

@@ -32,7 +32,9 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["central_estimate", "central_top", "estimate", "local_estimate", "release_policy", "round_of"]
+__all__ = [
+    "central_estimate", "central_top", "estimate", "local_estimate", "release_policy", "round_of", "stored_estimate",
+]
 
 
 def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
@@ -236,3 +238,20 @@ def estimate(
             "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
         )
     return local_estimate(store, config, group_by=group_by, level=level, round=round)
+
+
+def stored_estimate(
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, round: str | None = None
+) -> dict[str, Any] | None:
+    """The estimate route's body when reading it spends nothing, else None.
+
+    A local estimate always qualifies (post-processing). A central one only when its release of this
+    grouping is already kept (served again for free); the dashboard shows that one and offers the first
+    draw as an explicit, CSRF-protected action that says what it spends.
+    """
+    if config.trust_model != "central":
+        return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)
+    _check_group_by(config, group_by)
+    if not store.release_exists(config.id, central.release_key(group_by, central.NOISES[0])):
+        return None
+    return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)

@@ -46,6 +46,10 @@ Version 7 adds ``report_arrivals``: per campaign, round and UTC hour, the number
 counted in the ingest transaction (served by the timeline route). It holds counts only, no report id and
 no pseudonym. Reports stored before version 7 carry only their day; they are counted in that day's first
 hour (00:00 UTC).
+
+Version 8 adds ``dashboard_sessions``: the browser sessions of the dashboard. A row holds the SHA-256 of
+the session cookie (never the cookie), the role, the SHA-256 of the token signed in with (a rotated token
+ends its sessions), the CSRF token of the session's forms and its expiry. Signing out deletes the row.
 """
 
 from __future__ import annotations
@@ -196,7 +200,6 @@ _V5: tuple[str, ...] = (
     " WHERE trust_model = 'central') WHERE unlogged != '0'",
 )
 
-#: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
 _V6: tuple[str, ...] = (
     # The readiness route's write probe: one row, rewritten in a transaction by every GET /readyz.
     "CREATE TABLE health_probe (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at TEXT NOT NULL, pid INTEGER NOT NULL)",
@@ -219,7 +222,21 @@ _V7: tuple[str, ...] = (
     """,
 )
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+_V8: tuple[str, ...] = (
+    """
+    CREATE TABLE dashboard_sessions (
+        id_hash    BLOB PRIMARY KEY,
+        role       TEXT NOT NULL CHECK (role IN ('analyst', 'admin')),
+        token_hash BLOB NOT NULL,
+        csrf       TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
+#: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -317,6 +317,12 @@ class Service:
     def top(self, campaign_id: str, *, j: int, refresh: bool = False, role: str = "analyst") -> dict[str, Any]:
         """The j most common answers of a central campaign (exponential mechanism), charged to its budget."""
         return estimates.central_top(self.store, self.campaign(campaign_id), j=j, refresh=refresh, role=role)
+    def stored_estimate(
+        self, campaign_id: str, *, group_by: str | None, level: float = 0.95, round: str | None = None
+    ) -> dict[str, Any] | None:
+        """The estimate when reading it is free (local, or a central release already kept), else None."""
+        config = self.campaign(campaign_id)
+        return estimates.stored_estimate(self.store, config, group_by=group_by, level=level, round=round)
 
     def rounds(self, campaign_id: str) -> dict[str, Any]:
         """The rounds of a recurring campaign that hold reports, with their report counts, in label order.

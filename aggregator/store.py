@@ -600,6 +600,41 @@ class Store:
         )
         return {round_: int(n) for round_, n in rows}
 
+    def release_exists(self, campaign_id: str, release_key: str) -> bool:
+        """Whether a central release is kept in this slot (slots are replaced by a refresh, never removed)."""
+        row = self.connection().execute(
+            "SELECT 1 FROM central_releases WHERE campaign_id = ? AND release_key = ?", (campaign_id, release_key)
+        ).fetchone()
+        return row is not None
+
+    # -- dashboard sessions ------------------------------------------------------------------------
+
+    def add_session(
+        self, id_hash: bytes, *, role: str, token_hash: bytes, csrf: str, expires_at: dt.datetime
+    ) -> None:
+        """Store a new dashboard session (and drop every expired one)."""
+        now = _utc_now()
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM dashboard_sessions WHERE expires_at <= ?", (now.isoformat(),))
+            conn.execute(
+                "INSERT INTO dashboard_sessions (id_hash, role, token_hash, csrf, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (id_hash, role, token_hash, csrf, now.isoformat(), expires_at.isoformat()),
+            )
+
+    def session(self, id_hash: bytes) -> tuple[str, bytes, str] | None:
+        """``(role, token_hash, csrf)`` of the unexpired session with this cookie hash, or None."""
+        row = self.connection().execute(
+            "SELECT role, token_hash, csrf FROM dashboard_sessions WHERE id_hash = ? AND expires_at > ?",
+            (id_hash, _utc_now().isoformat()),
+        ).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]), str(row[2]))
+
+    def delete_session(self, id_hash: bytes) -> None:
+        """End a dashboard session (sign-out); nothing happens when there is none."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM dashboard_sessions WHERE id_hash = ?", (id_hash,))
+
     def stored_rounds(self, campaign_id: str) -> set[str]:
         """Every round label found in the stored reports or tallies (a full scan, for recounts)."""
         conn = self.connection()

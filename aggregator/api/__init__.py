@@ -1,6 +1,7 @@
 """The HTTP API: one blueprint per resource. Views parse the request, call one service method, return a dict.
 
-Paths are the public contract (``/api/v1/...``). Who may call each route is in
+Paths are the public contract (``/api/v1/...``); the browser dashboard is ``/dashboard`` (HTML, session
+cookie: :mod:`deniable.aggregator.api.dashboard`). Who may call each route is in
 :data:`deniable.aggregator.auth.ROUTE_ACCESS`; what each takes and returns is in the OpenAPI document
 (:mod:`deniable.aggregator.openapi`).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from deniable.aggregator.api.campaigns import bp as campaigns
+from deniable.aggregator.api.dashboard import bp as dashboard
 from deniable.aggregator.api.estimates import bp as estimates
 from deniable.aggregator.api.health import bp as health
 from deniable.aggregator.api.openapi import bp as openapi
@@ -19,4 +21,4 @@ from deniable.aggregator.api.reports import bp as reports
 __all__ = ["BLUEPRINTS"]
 
 #: Every blueprint of the app, in registration order.
-BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases)
+BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, dashboard)
