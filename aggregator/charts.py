@@ -104,7 +104,8 @@ def error_bar_chart(bars: Sequence[Bar], *, title: str, percent: bool = True) ->
             f'<g class="bar" data-category="{escape(bar.label)}" data-estimate="{_attr(bar.estimate)}" '
             f'data-ci-low="{_attr(bar.low)}" data-ci-high="{_attr(bar.high)}">'
             f"<title>{escape(bar.label)}: {escape(shown)}{escape(interval)}</title>"
-            f'<text class="label" x="{_LABEL_WIDTH - 8}" y="{y + 4}" text-anchor="end">{escape(_short(bar.label))}</text>'
+            f'<text class="label" x="{_LABEL_WIDTH - 8}" y="{y + 4}" text-anchor="end">'
+            f"{escape(_short(bar.label))}</text>"
         )
         if bar.low is not None and bar.high is not None:
             x1, x2 = x(bar.low), x(bar.high)

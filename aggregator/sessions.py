@@ -21,8 +21,9 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from flask import Response, current_app, request
+from flask import current_app, request
 from werkzeug.exceptions import Forbidden
+from werkzeug.wrappers import Response
 
 from deniable.aggregator.auth import role_of_token
 from deniable.aggregator.service import current_service

@@ -34,6 +34,7 @@ from deniable.shared.errors import (
     InvalidConfig,
     InvalidParameter,
     PermissionDenied,
+    ReleaseRefused,
     TransportError,
     UnknownCampaign,
 )
@@ -154,7 +155,10 @@ def test_to_pandas_without_pandas_says_how_to_get_it(monkeypatch: pytest.MonkeyP
 
 def test_central_campaign_accountant_releases_and_timeline_privacy(aggregator: RunningServer) -> None:
     admin, analyst = _analyst(aggregator, "admin"), _analyst(aggregator)
-    config = admin.create_campaign("an-central", "Q?", CATEGORIES, 0.5, trust_model="central", budget=1.0)
+    no_wait = {"min_reports": 0, "min_refresh_interval_seconds": 0}
+    config = admin.create_campaign(
+        "an-central", "Q?", CATEGORIES, 0.5, trust_model="central", budget=1.0, release_policy=no_wait
+    )
     _fill(aggregator, config, 50, seed=4)
     assert analyst.accountant("an-central") == {
         "campaign_id": "an-central", "budget": 1.0, "epsilon_spent": 0.0, "epsilon_remaining": 1.0,
@@ -170,15 +174,17 @@ def test_central_campaign_accountant_releases_and_timeline_privacy(aggregator: R
 
     with pytest.raises(PermissionDenied, match="not released to analysts"):
         analyst.timeline("an-central")
+    admin.create_campaign("an-central-wait", "Q?", CATEGORIES, 0.5, trust_model="central", budget=1.0)
+    with pytest.raises(ReleaseRefused) as refused:  # the default policy: 20 reports before any release
+        analyst.estimate("an-central-wait")
+    assert refused.value.rule == "min_reports" and refused.value.status == 409  # type: ignore[attr-defined]
     assert sum(r["reports"] for r in admin.timeline("an-central")) == 50
     with pytest.raises(InvalidParameter, match="is local"):
         analyst.accountant(_local(admin))
-    try:
-        releases = analyst.releases("an-central")
-    except DeniableError as exc:  # an aggregator without the release log says so
-        assert "does not serve a release log" in str(exc)
-    else:
-        assert all(r["campaign_id"] == "an-central" for r in releases)
+    releases = analyst.releases("an-central")
+    assert [r["epsilon"] for r in releases] == [0.5, 0.5] and {r["campaign_id"] for r in releases} == {"an-central"}
+    assert [r["seq"] for r in releases] == sorted(r["seq"] for r in releases)
+    assert "{" in releases.to_csv().splitlines()[1]  # parameters and cost as JSON in their cells
 
 
 def _local(admin: Analyst) -> str:

@@ -14,7 +14,6 @@ import csv
 import io
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,6 +171,8 @@ def test_sign_in_list_campaign_page_csv_and_sign_out(browser: Any, server: Runni
     shown = [float(b.get_attribute("data-estimate")) for b in page.locator("g.bar").all()]
     assert shown == [c["proportion"] for c in release["categories"]]
     assert page.locator("table.comparison tbody tr").count() == 2
+    logged = page.locator("table.releases tbody tr")
+    assert logged.count() == 1 and logged.first.get_attribute("data-epsilon") == "0.5"
     assert "not released to analysts" in page.locator("#timeline-heading + p").inner_text()
     assert analyst.accountant("dash-central")["epsilon_spent"] == spent_before
     _shot(page, "campaign-central")
@@ -286,7 +287,9 @@ def test_every_dashboard_page_needs_a_session_of_its_role(server: RunningServer)
     )
 
 
-def test_the_artifacts_folder_is_ignored_by_git() -> None:
-    gitignore = (Path(__file__).resolve().parent.parent / ".gitignore").read_text()
-    assert "/tests/artifacts/" in gitignore
-    assert shutil.which("git") is None or True
+def test_every_dashboard_route_is_in_the_session_table(tmp_path: Path) -> None:
+    from deniable.aggregator.app import create_app
+
+    app = create_app({"DATA_DIR": tmp_path / "d", "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
+    dashboard = {rule.endpoint for rule in app.url_map.iter_rules() if rule.rule.startswith("/dashboard")}
+    assert dashboard == set(SESSION_ACCESS)

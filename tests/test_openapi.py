@@ -18,7 +18,7 @@ from schemathesis.checks import (
 )
 
 from deniable.aggregator.app import create_app
-from deniable.aggregator.auth import PUBLIC, ROUTE_ACCESS
+from deniable.aggregator.auth import PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
 from deniable.aggregator.openapi import document
 
 ADMIN = "openapi-admin-token"
@@ -34,6 +34,8 @@ def app_operations(app: Flask) -> dict[tuple[str, str], str]:
     """``{(path in OpenAPI form, method): endpoint}`` for every route of the app."""
     operations = {}
     for rule in app.url_map.iter_rules():
+        if rule.endpoint in SESSION_ACCESS:  # the dashboard's HTML pages are not the API
+            continue
         path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             operations[(path, method.lower())] = rule.endpoint

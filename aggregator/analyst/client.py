@@ -22,14 +22,14 @@ Errors are the SDK's typed errors (see :mod:`deniable.analyst.http`). Standard l
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deniable.analyst.http import Connection, resolve_token, resolve_url
-from deniable.analyst.records import Records, estimate_rows, timeline_rows
-from deniable.shared.errors import DeniableError, InvalidParameter, UnknownCampaign
+from deniable.analyst.records import RELEASE_COLUMNS, Records, estimate_rows, timeline_rows
+from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, CAMPAIGN_PAGE_MAX, CAMPAIGN_STATUSES, TIMELINE_BUCKETS
 
 __all__ = ["Analyst", "CampaignPage"]
@@ -189,22 +189,16 @@ class Analyst:
         }
 
     def releases(self, campaign_id: str) -> Records:
-        """The release log of a central campaign (``GET .../releases``), one row per release, when this
-        aggregator serves it; raises :class:`DeniableError` saying so when it does not."""
-        try:
-            body = self._http.request("GET", _path(campaign_id, "releases"))
-        except UnknownCampaign as exc:
-            if getattr(exc, "code", None) == UnknownCampaign.code:
-                raise
-            raise DeniableError(
-                f"the aggregator at {self.url} does not serve a release log (GET .../releases); upgrade it"
-            ) from None
-        rows = body.get("releases", []) if isinstance(body, Mapping) else []
-        columns: list[str] = []
-        for row in rows:
-            columns += [key for key in row if key not in columns]
-        return Records(["campaign_id", *[c for c in columns if c != "campaign_id"]],
-                       ({"campaign_id": campaign_id, **row} for row in rows))  # fmt: skip
+        """The release log of a central campaign (``GET .../releases``, every page): one row per release
+        that spent ε, oldest first, with when, which role, its ε and cost, and what was asked
+        (columns :data:`RELEASE_COLUMNS`)."""
+        rows: list[dict[str, Any]] = []
+        after: int | None = 0
+        while after is not None:
+            body = self._http.request("GET", _path(campaign_id, "releases"), params={"after": after or None})
+            rows += [{"campaign_id": campaign_id, **row} for row in body.get("releases", [])]
+            after = body.get("next_after")
+        return Records(RELEASE_COLUMNS, rows)
 
     # -- over time -------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ error body's ``code`` (the aggregator's one error table), else by the status:
 401                    :class:`AuthenticationFailed` (no token, or not this server's)
 403                    :class:`PermissionDenied` (a lower role, or a figure not released)
 404 unknown_campaign   :class:`UnknownCampaign`
-409                    :class:`CampaignExists`, :class:`CampaignClosed`, :class:`BudgetExceeded`
+409                    :class:`CampaignExists`, :class:`CampaignClosed`, :class:`BudgetExceeded`,
+                       :class:`ReleaseRefused` (the central release policy; ``rule``, ``retry_after``)
 400, 413, 415, 422     :class:`InvalidParameter` / :class:`InvalidConfig` (by code)
 429                    :class:`RateLimited` (``retry_after``: the seconds the server asked to wait)
 5xx                    :class:`AggregatorUnavailable` (retryable)
@@ -44,6 +45,7 @@ from deniable.shared.errors import (
     InvalidReport,
     PermissionDenied,
     RateLimited,
+    ReleaseRefused,
     TransportError,
     UnknownCampaign,
 )
@@ -60,7 +62,7 @@ _BY_CODE: dict[str, type[DeniableError]] = {
     cls.code: cls
     for cls in (
         AuthenticationFailed, BudgetExceeded, CampaignClosed, CampaignExists, InvalidConfig, InvalidParameter,
-        InvalidReport, PermissionDenied, TransportError, UnknownCampaign,
+        InvalidReport, PermissionDenied, ReleaseRefused, TransportError, UnknownCampaign,
     )
 }  # fmt: skip
 
@@ -125,7 +127,7 @@ def error_from_answer(status: int | None, body: Any, *, context: str, retry_afte
         error = body["error"]
         code = str(error.get("code") or "") or None
         message = str(error.get("message") or message)
-        extra = {key: error[key] for key in ("spent", "remaining", "requested") if key in error}
+        extra = {key: error[key] for key in error if key not in ("code", "message")}
     cls = _BY_CODE.get(code or "")
     if cls is None and status is not None:
         cls = AggregatorUnavailable if status >= 500 else _BY_STATUS.get(status, DeniableError)
@@ -137,6 +139,14 @@ def error_from_answer(status: int | None, body: Any, *, context: str, retry_afte
             spent=float(extra.get("spent", 0.0)),
             remaining=float(extra.get("remaining", 0.0)),
             requested=float(extra.get("requested", 0.0)),
+        )
+    elif cls is ReleaseRefused:
+        after = extra.get("retry_after")
+        exc = ReleaseRefused(
+            text,
+            rule=str(extra.get("rule") or ""),
+            next_release_at=extra.get("next_release_at"),
+            retry_after=int(after) if isinstance(after, int | float) else None,
         )
     elif cls is RateLimited:
         exc = RateLimited(text, status=status, retry_after=retry_after)

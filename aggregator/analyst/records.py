@@ -25,6 +25,7 @@ from deniable.shared.errors import DeniableError, InvalidParameter
 
 __all__ = [
     "ESTIMATE_COLUMNS",
+    "RELEASE_COLUMNS",
     "STATISTICS",
     "TIMELINE_COLUMNS",
     "Records",
@@ -54,6 +55,11 @@ ESTIMATE_COLUMNS: tuple[str, ...] = (
 
 #: Statistics of a category: its estimated count of respondents and that count's share of n.
 STATISTICS: tuple[str, ...] = ("count", "proportion")
+
+#: The columns of a release log table (``parameters`` and ``cost`` are objects: JSON in a CSV cell).
+RELEASE_COLUMNS: tuple[str, ...] = (
+    "campaign_id", "seq", "released_at", "role", "epsilon", "release_key", "parameters", "cost",
+)  # fmt: skip
 
 #: The columns of a timeline table.
 TIMELINE_COLUMNS: tuple[str, ...] = ("campaign_id", "round", "bucket", "start", "reports")
@@ -154,6 +160,8 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return str(value)
 
 

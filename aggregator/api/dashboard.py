@@ -7,7 +7,7 @@ Pages (who may open each: :data:`deniable.aggregator.auth.SESSION_ACCESS`):
 * ``GET /dashboard``: the campaigns with status, trust model, reports and ε spent and left.
 * ``GET /dashboard/campaigns/<id>?group_by=&round=&bucket=``: every category's estimate with its 95%
   interval as error bars and as a table, a group and round selector, the report timeline, a CSV download;
-  central campaigns add the accountant's totals and the local-versus-central comparison.
+  central campaigns add the accountant's totals, the release log and the local-versus-central comparison.
 * ``GET /dashboard/campaigns/<id>/estimate.csv``: the tidy rows of :mod:`deniable.analyst.records`, the
   same numbers as the API's JSON.
 * ``POST /dashboard/campaigns/<id>/release`` (central: draws the first release of a grouping, spending ε)
@@ -25,11 +25,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, make_response, redirect, render_template, request, send_file, url_for
+from flask import Blueprint, make_response, redirect, render_template, request, send_file, url_for
 from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response
 
 from deniable.aggregator.bodies import query_str
 from deniable.aggregator.charts import Bar, error_bar_chart, timeline_chart
+from deniable.aggregator.service import current_service
 from deniable.aggregator.sessions import (
     Session,
     check_csrf,
@@ -39,11 +41,10 @@ from deniable.aggregator.sessions import (
     open_session,
     sign_in_csrf,
 )
-from deniable.aggregator.service import current_service
 from deniable.analyst.records import estimate_rows
 from deniable.shared.errors import DeniableError, PermissionDenied
 from deniable.shared.fields import plural
-from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, TIMELINE_BUCKETS
+from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, RELEASES_PAGE_DEFAULT, TIMELINE_BUCKETS
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp"]
 
@@ -248,9 +249,11 @@ def campaign(campaign_id: str) -> Response:
     if timeline is not None and timeline["buckets"]:
         points = [(b["start"], b["reports"]) for b in timeline["buckets"]]
         timeline_svg = timeline_chart(points, title=f"Accepted reports per {bucket} (UTC)")
-    comparison = None
-    if config.trust_model == "central" and body is not None and body.get("categories"):
-        comparison = _comparison(config, body)
+    comparison, releases = None, None
+    if config.trust_model == "central":
+        releases = service.releases(campaign_id, after=0, limit=RELEASES_PAGE_DEFAULT)
+        if body is not None and body.get("categories"):
+            comparison = _comparison(config, body)
     return _page(
         "campaign.html",
         title=campaign_id,
@@ -268,12 +271,14 @@ def campaign(campaign_id: str) -> Response:
         timeline_svg=timeline_svg,
         timeline_error=timeline_error,
         comparison=comparison,
+        releases=releases,
         epsilon_left=_left(summary),
     )
 
 
 def _back(campaign_id: str) -> str:
-    params = {k: v for k, v in (("group_by", request.form.get("group_by")), ("round", request.form.get("round"))) if v}
+    form = {"group_by": request.form.get("group_by"), "round": request.form.get("round")}
+    params: dict[str, Any] = {k: v for k, v in form.items() if v}
     return url_for("dashboard.campaign", campaign_id=campaign_id, **params)
 
 
