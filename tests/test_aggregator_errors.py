@@ -210,7 +210,7 @@ def test_malformed_http_is_400_and_logged_without_the_client_address(aggregator:
         ("/api/v1/campaigns/qp-local/estimate", "groupby=country", "it takes round, group_by, level, noise, refresh"),
         ("/api/v1/campaigns/qp-local/estimate", "format=csv", "it takes round, group_by, level, noise, refresh"),
         ("/api/v1/campaigns/qp-local", "verbose=1", "it takes none"),
-        ("/api/v1/campaigns", "page=2", "it takes none"),
+        ("/api/v1/campaigns", "page=2", "it takes status, limit, offset"),
         ("/healthz", "x=1", "it takes none"),
     ],
 )

@@ -29,7 +29,7 @@ from flask import Blueprint, make_response, redirect, render_template, request, 
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from deniable.aggregator.bodies import query_str
+from deniable.aggregator.bodies import query_params, query_str
 from deniable.aggregator.charts import Bar, error_bar_chart, timeline_chart
 from deniable.aggregator.service import current_service
 from deniable.aggregator.sessions import (
@@ -164,6 +164,7 @@ def _left(campaign: dict[str, Any]) -> float | None:
 
 
 @bp.get("/campaigns")
+@query_params("offset")
 def campaigns() -> Response:
     """Every campaign, a page at a time, with status, trust model, reports and ε spent and left."""
     session = _session()
@@ -206,6 +207,7 @@ def _comparison(config: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @bp.get("/campaigns/<campaign_id>")
+@query_params("group_by", "round", "bucket")
 def campaign(campaign_id: str) -> Response:
     """One campaign: estimates with error bars per group, selectors, timeline, accountant, comparison."""
     session = _session()
@@ -283,6 +285,7 @@ def _back(campaign_id: str) -> str:
 
 
 @bp.get("/campaigns/<campaign_id>/estimate.csv")
+@query_params("group_by", "round")
 def csv(campaign_id: str) -> Response:
     """The estimate as tidy CSV rows (the numbers of the API's JSON, written exactly)."""
     service = current_service()
