@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: test demo lint fuzz bench soak clean
+.PHONY: test demo demo-dashboard chromium lint fuzz bench soak clean
 
 # Installs pinned to the versions the suite last passed with (.ci/constraints.txt).
 $(STAMP): pyproject.toml .ci/constraints.txt
@@ -13,8 +13,16 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest
+
+# The dashboard's browser tests drive Debian's chromium through Playwright (never a browser Playwright
+# downloads). Installed only when missing (as root, as on CI); where it cannot be installed the browser
+# tests skip, except under CI=true, where they fail.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium; } || { echo "chromium is missing and could not be installed"; \
+		test "$$CI" != true; }
 
 # mypy resolves deniable.* through symlinks, since the source folders are mapped onto the package at install
 # (deniable.analyst is aggregator/analyst; pyproject's mypy 'exclude' keeps it from being read twice).
@@ -29,6 +37,10 @@ lint: $(STAMP)
 DEMO_OUT ?= demo-output
 demo: $(STAMP)
 	$(BIN)/deniable demo --out $(DEMO_OUT)
+
+# The same demo, then the aggregator stays up with its dashboard until Ctrl-C (which stops it).
+demo-dashboard: $(STAMP)
+	$(BIN)/deniable demo --out $(DEMO_OUT) --dashboard
 
 # The benchmarks print figures and ratios (goals in each file's docstring); peers come with the bench extra.
 bench: $(STAMP)

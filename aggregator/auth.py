@@ -49,6 +49,7 @@ ROUTE_ACCESS: dict[str, str] = {
 
 #: Every page of the dashboard and the least role its session must have (``public``: no session needed).
 SESSION_ACCESS: dict[str, str] = {
+    "home.index": PUBLIC,
     "dashboard.root": PUBLIC,
     "dashboard.sign_in_form": PUBLIC,
     "dashboard.sign_in": PUBLIC,

@@ -126,7 +126,7 @@ def timeline_chart(buckets: Sequence[tuple[str, int]], *, title: str) -> Markup:
     height, top, bottom, left = 200, 16, 36, 48
     plot_w, plot_h = _WIDTH - left - _PAD, height - top - bottom
     peak = max([n for _, n in buckets] + [1])
-    step = plot_w / max(1, len(buckets))
+    step = min(plot_w / max(1, len(buckets)), 60.0)  # a few buckets stay bars, not one slab
     parts = [
         f'<svg class="chart timeline" viewBox="0 0 {_WIDTH} {height}" role="img" aria-label="{escape(title)}" '
         f'xmlns="http://www.w3.org/2000/svg">',

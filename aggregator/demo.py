@@ -188,10 +188,36 @@ def _plot_target(args: argparse.Namespace) -> Path | None:
     return plot_path(out / PLOT_NAME)
 
 
+def _dashboard(server: DemoServer, tmp: Path, *, keep: bool) -> None:
+    """Say where the dashboard is; with ``keep``, serve it until Ctrl-C (the caller then stops the server)."""
+    url = f"{server.url}/dashboard"
+    if not keep:
+        print(f"the dashboard was at {url} while the demo ran; `make demo-dashboard` keeps it up to look at")
+        return
+    token_file = tmp / "analyst.token"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(server.analyst_token + "\n")
+    print(f"\ndashboard: {url}\nsign in with the analyst token in {token_file} (removed at the end)")
+    print("press Ctrl-C to stop the server", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        while server.process.poll() is None:
+            time.sleep(0.5)
+
+
 def run_demo(
-    *, n: int, p: float, epsilon: float, budget: float, plot: Path | None, seed: int | None, workers: int = 2
+    *,
+    n: int,
+    p: float,
+    epsilon: float,
+    budget: float,
+    plot: Path | None,
+    seed: int | None,
+    workers: int = 2,
+    dashboard: bool = False,
 ) -> dict[str, Any]:
-    """Run the whole demo; return what it printed as data (truth, both bodies, the plot path)."""
+    """Run the whole demo; return what it printed as data (truth, both bodies, the plot path). With
+    ``dashboard`` the server stays up, its dashboard signed in with a printed token file, until Ctrl-C."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -220,39 +246,43 @@ def run_demo(
         local = server.call("GET", "/api/v1/campaigns/demo-local/estimate", role="analyst")
         central = server.call("GET", "/api/v1/campaigns/demo-central/estimate", role="analyst")
         gaussian = server.call("GET", "/api/v1/campaigns/demo-central/estimate?noise=gaussian", role="analyst")
-    rows = [
-        _row(f"local ({local['mechanism']})", local),
-        _row(f"central ({central['noise']})", central),
-        _row(f"central ({gaussian['noise']}, δ = {DELTA:g})", gaussian),
-    ]
-    print()
-    print(f"Q: {QUESTION}  (ε = {epsilon:g}, n = {n})")
-    print(f"{'':<30}{'count of yes':>14}{'± 95% CI':>12}{'stderr':>10}")
-    print(f"{'truth':<30}{truth:>14}")
-    for label, count, half, stderr in rows:
-        print(f"{label:<30}{count:>14.1f}{half:>12.1f}{stderr:>10.2f}")
-    if local.get("unbiased", {}).get("outside_range"):
-        print(f"note: {local['unbiased']['note']}")
-    books = gaussian["accountant"]
-    (at,) = books["at_delta"]
-    rules = ", ".join(f"{rule} {value:.3g}" for rule, value in at["by_rule"].items() if value is not None)
-    print(
-        f"central budget (ε, δ) = ({books['budget']['epsilon']:g}, {DELTA:g}): spent ε = {books['spent']:.3g} "
-        f"at δ = {DELTA:g} ({books['left']:.3g} left; by rule: {rules}; ρ = {books['rho']:.3g}); "
-        f"local: ε = {epsilon:g} once per device"
-    )
-    print(
-        f"the local error is {rows[0][3] / rows[1][3]:.0f}x the central one; the central model's price is "
-        "that the server holds every raw answer"
-    )
-    if plot is not None:
-        from .compare import error_curves
-        from .plots import plot_error_curves
+        rows = [
+            _row(f"local ({local['mechanism']})", local),
+            _row(f"central ({central['noise']})", central),
+            _row(f"central ({gaussian['noise']}, δ = {DELTA:g})", gaussian),
+        ]
+        print()
+        print(f"Q: {QUESTION}  (ε = {epsilon:g}, n = {n})")
+        print(f"{'':<30}{'count of yes':>14}{'± 95% CI':>12}{'stderr':>10}")
+        print(f"{'truth':<30}{truth:>14}")
+        for label, count, half, stderr in rows:
+            print(f"{label:<30}{count:>14.1f}{half:>12.1f}{stderr:>10.2f}")
+        if local.get("unbiased", {}).get("outside_range"):
+            print(f"note: {local['unbiased']['note']}")
+        books = gaussian["accountant"]
+        (at,) = books["at_delta"]
+        rules = ", ".join(f"{rule} {value:.3g}" for rule, value in at["by_rule"].items() if value is not None)
+        print(
+            f"central budget (ε, δ) = ({books['budget']['epsilon']:g}, {DELTA:g}): spent ε = {books['spent']:.3g} "
+            f"at δ = {DELTA:g} ({books['left']:.3g} left; by rule: {rules}; ρ = {books['rho']:.3g}); "
+            f"local: ε = {epsilon:g} once per device"
+        )
+        print(
+            f"the local error is {rows[0][3] / rows[1][3]:.0f}x the central one; the central model's price is "
+            "that the server holds every raw answer"
+        )
+        if plot is not None:
+            from .compare import error_curves
+            from .plots import plot_error_curves
 
-        curves = error_curves(epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000)
-        markers = [(f"this run: {label}", float(n), stderr) for label, _, _, stderr in rows]
-        written = plot_error_curves(curves, plot, title=f"local vs central count error, p = {p:g}", markers=markers)
-        print(f"comparison plot written to {written.absolute()}")
+            curves = error_curves(
+                epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000
+            )
+            markers = [(f"this run: {label}", float(n), stderr) for label, _, _, stderr in rows]
+            title = f"local vs central count error, p = {p:g}"
+            written = plot_error_curves(curves, plot, title=title, markers=markers)
+            print(f"comparison plot written to {written.absolute()}")
+        _dashboard(server, Path(tmp), keep=dashboard)
     print("server stopped; nothing left running")
     return {"truth": truth, "local": local, "central": central, "plot": plot}
 
@@ -273,7 +303,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"deniable demo: {exc}")
         return 2
     try:
-        run_demo(n=args.n, p=args.p, epsilon=args.epsilon, budget=args.budget, plot=plot, seed=args.seed)
+        run_demo(
+            n=args.n, p=args.p, epsilon=args.epsilon, budget=args.budget, plot=plot, seed=args.seed,
+            dashboard=args.dashboard,
+        )  # fmt: skip
     except KeyboardInterrupt:
         print("\ninterrupted; the server was stopped")
         return 130
@@ -305,4 +338,7 @@ def register(subparsers: Any) -> None:
         help=f"write the comparison plot to this file instead of DIR/{PLOT_NAME}",
     )
     parser.add_argument("--no-plot", action="store_true", help="skip the plot")
+    parser.add_argument(
+        "--dashboard", action="store_true", help="afterwards keep the server and its dashboard up until Ctrl-C"
+    )
     parser.set_defaults(func=_run, extra="aggregator")

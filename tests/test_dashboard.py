@@ -291,5 +291,8 @@ def test_every_dashboard_route_is_in_the_session_table(tmp_path: Path) -> None:
     from deniable.aggregator.app import create_app
 
     app = create_app({"DATA_DIR": tmp_path / "d", "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
-    dashboard = {rule.endpoint for rule in app.url_map.iter_rules() if rule.rule.startswith("/dashboard")}
-    assert dashboard == set(SESSION_ACCESS)
+    rules = app.url_map.iter_rules()
+    pages = {rule.endpoint for rule in rules if rule.rule.startswith("/dashboard") or rule.rule == "/"}
+    assert pages == set(SESSION_ACCESS)
+    home = app.test_client().get("/")
+    assert home.status_code == 303 and home.headers["Location"].endswith("/dashboard/")

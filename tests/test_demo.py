@@ -134,3 +134,37 @@ def test_a_failure_midway_is_reported_and_stops_the_server() -> None:
     assert not _listening(int(url.group(1)))
     assert _server_processes(url.group(2)) == []
     assert not Path(url.group(2)).exists()
+
+
+def test_demo_dashboard_serves_until_ctrl_c_then_leaves_nothing(tmp_path: Path) -> None:
+    import requests
+
+    process = _demo("--n", "60", "--seed", "4", "--no-plot", "--dashboard", cwd=tmp_path)
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("press Ctrl-C"):
+            break
+    out = "".join(lines)
+    url = re.search(r"^dashboard: (http://127\.0\.0\.1:(\d+)/dashboard)$", out, re.M)
+    token_file = re.search(r"^sign in with the analyst token in (\S+) ", out, re.M)
+    assert url and token_file, out
+    assert oct(Path(token_file.group(1)).stat().st_mode & 0o777) == "0o600"
+    session = requests.Session()
+    form = session.get(url.group(1), timeout=30)
+    assert form.status_code == 200 and "Sign in" in form.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+    token = Path(token_file.group(1)).read_text().strip()
+    listed = session.post(url.group(1) + "/sign-in", data={"token": token, "csrf": csrf}, timeout=30)
+    assert listed.status_code == 200 and "demo-local" in listed.text and "demo-central" in listed.text
+    process.send_signal(signal.SIGINT)
+    rest, err = process.communicate(timeout=60)
+    assert process.returncode == 0, out + rest + err
+    assert "server stopped; nothing left running" in rest
+    assert not _listening(int(url.group(2)))
+    assert not Path(token_file.group(1)).exists()

@@ -49,3 +49,16 @@ def test_local_vs_central(tmp_path: Path) -> None:
     assert "local sd 303, central 1.41, a factor of 215" in out
     assert f"plot written to {plot}" in out
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_analyst_notebook(tmp_path: Path) -> None:
+    plot = tmp_path / "nb.png"
+    out = _run("analyst_notebook.py", "--n", "400", "--seed", "6", "--plot", str(plot))
+    assert "commute-2026: How do you usually get to work? (400 reports, ε = 2)" in out
+    row = r"^(?:(amsterdam|lyon)\s+)?\s*(car|transit|bike|foot)\s+([-\d.]+)\s+([-\d.]+)\s+([-\d.]+)\s+(\d+)$"
+    rows = re.findall(row, out, re.M)
+    assert len(rows) == 8, out
+    for _, _, estimate, low, high, _ in rows:
+        assert float(low) < float(estimate) < float(high)
+    assert f"400 reports; plot written to {plot}" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG" and plot.with_suffix(".csv").read_text().startswith("campaign_id,")

@@ -12,6 +12,7 @@ from flask import Blueprint
 
 from deniable.aggregator.api.campaigns import bp as campaigns
 from deniable.aggregator.api.dashboard import bp as dashboard
+from deniable.aggregator.api.dashboard import home
 from deniable.aggregator.api.estimates import bp as estimates
 from deniable.aggregator.api.health import bp as health
 from deniable.aggregator.api.openapi import bp as openapi
@@ -21,4 +22,4 @@ from deniable.aggregator.api.reports import bp as reports
 __all__ = ["BLUEPRINTS"]
 
 #: Every blueprint of the app, in registration order.
-BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, dashboard)
+BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, dashboard, home)

@@ -46,10 +46,18 @@ from deniable.shared.errors import DeniableError, PermissionDenied
 from deniable.shared.fields import plural
 from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, RELEASES_PAGE_DEFAULT, TIMELINE_BUCKETS
 
-__all__ = ["CONTENT_SECURITY_POLICY", "bp"]
+__all__ = ["CONTENT_SECURITY_POLICY", "bp", "home"]
 
 _HERE = Path(__file__).resolve().parent
 bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="templates")
+#: ``GET /``: a browser that opens the aggregator's address lands on the dashboard.
+home = Blueprint("home", __name__)
+
+
+@home.get("/")
+def index() -> Response:
+    """Redirect to the dashboard (the API lives under /api/v1, its document at /api/v1/openapi.json)."""
+    return redirect(url_for("dashboard.root"), code=303)
 
 #: No script of any origin, no inline style, no framing, forms only to this origin.
 CONTENT_SECURITY_POLICY = (
