@@ -56,6 +56,7 @@ __all__ = [
     "randomized_response",
     "seeded_randbelow",
     "unary_bits",
+    "unary_set_bits",
 ]
 
 #: Significant decimal digits of the rational weight r ≤ e^ε of randomized response (:func:`exp_lower`).
@@ -187,13 +188,19 @@ def unary_bits(true_index: int, k: int, weight: Fraction, randbelow: RandBelow =
     the fair coin u mod 2 and the q-coin ⌊u/2⌋ < b. Bit v takes the fair coin iff v = x. k draws with one
     bound whatever x. Ratio p(1−q)/((1−p)q) = (1−q)/q = r ≤ e^ε (Wang et al. 2017, §4.3).
     """
+    return unary_set_bits(1 << true_index, k, weight, randbelow)
+
+
+def unary_set_bits(selected: int, k: int, weight: Fraction, randbelow: RandBelow = secrets.randbelow) -> int:
+    """:func:`unary_bits` for a set: every bit in the mask ``selected`` takes the fair coin, the others the
+    q-coin, q = 1/(r+1); the same k draws with one bound whatever the set."""
     a, b = weight.numerator, weight.denominator
     bound = 2 * (a + b)
     mask = 0
     for v in range(k):
         u = randbelow(bound)
         fair, low = u & 1, int((u >> 1) < b)
-        chosen = (low, fair)[v == true_index]
+        chosen = (low, fair)[(selected >> v) & 1]
         mask |= chosen << v
     return mask
 

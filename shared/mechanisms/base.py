@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import InvalidParameter
 from ..limits import MECHANISM_EPSILON, check_range
 from ..sampling import RandBelow, exp_lower
-from .estimate import Estimate, Tally
+from .estimate import Estimate, Tally, pure_estimate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,15 +185,9 @@ class Mechanism(ABC):
 
         O(k) whatever n. The plug-in variance is unbiased (linear in the count) and non-negative.
         """
-        import numpy as np
-
         if tally.k != self.k:
             raise InvalidParameter(f"tally has {tally.k} categories, mechanism has k={self.k}")
-        p, q, gap = self.p_star, self.q_star, self.gap
-        support = np.asarray(tally.support, dtype=np.float64)
-        counts = (support - tally.n * q) / gap
-        variance = tally.n * q * (1 - q) / gap**2 + counts * (1 - p - q) / gap
-        return Estimate(self.name, self.epsilon, tally.n, counts, np.maximum(variance, 0.0), tally, p, q)
+        return pure_estimate(self.name, self.epsilon, tally, self.p_star, self.q_star, self.gap)
 
     def count_variance(self, true_counts: Sequence[int] | Iterable[int]) -> npt.NDArray[np.float64]:
         """Exact Var(ĉ_v) given the true counts n_v (n = Σ n_v), including the n_v term:

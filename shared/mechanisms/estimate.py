@@ -58,6 +58,7 @@ __all__ = [
     "Tally",
     "normal_quantile",
     "project_to_simplex",
+    "pure_estimate",
     "score_interval",
 ]
 
@@ -298,3 +299,19 @@ class Estimate:
                 "method": "euclidean projection onto {x >= 0, sum x = n}",
             },
         }
+
+
+def pure_estimate(name: str, epsilon: float, tally: Tally, p: float, q: float, gap: float | None = None) -> Estimate:
+    """The estimate of a pure protocol (holders of v support v with probability p, others with q):
+    ĉ_v = (S_v − n·q)/(p−q), Var̂(ĉ_v) = n·q(1−q)/(p−q)² + ĉ_v·(1−p−q)/(p−q) (Wang et al. 2017, Thm. 2).
+
+    O(k) whatever n. The plug-in variance is unbiased (linear in the count) and clipped at 0. ``gap``: p − q
+    computed exactly before its one rounding, when the caller has it (else p − q of the floats).
+    """
+    import numpy as np
+
+    gap = p - q if gap is None else gap
+    support = np.asarray(tally.support, dtype=np.float64)
+    counts = (support - tally.n * q) / gap
+    variance = tally.n * q * (1 - q) / gap**2 + counts * (1 - p - q) / gap
+    return Estimate(name, epsilon, tally.n, counts, np.maximum(variance, 0.0), tally, p, q)
