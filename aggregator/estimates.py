@@ -104,6 +104,21 @@ def release_policy(store: Store, conn: sqlite3.Connection, campaign_id: str) -> 
     return DEFAULT_POLICY if row is None else ReleasePolicy(row.min_reports, row.min_refresh_interval_s)
 
 
+def _check_policy(store: Store, conn: sqlite3.Connection, campaign_id: str, slot: str, *, refresh: bool) -> None:
+    """Refuse (:class:`ReleaseRefused`) a draw that would spend budget against the campaign's release policy;
+    a release served from its slot spends nothing and passes."""
+    stored = store.has_release(conn, campaign_id, slot)
+    if refresh or not stored:
+        check_release(
+            release_policy(store, conn, campaign_id),
+            campaign_id=campaign_id,
+            n_reports=store.get_campaign(campaign_id, conn=conn).n_reports,
+            refresh=refresh and stored,
+            last_release_at=store.last_release_at(conn, campaign_id),
+            now=dt.datetime.now(dt.UTC),
+        )
+
+
 def central_estimate(
     store: Store,
     config: CampaignConfig,
@@ -145,16 +160,7 @@ def central_estimate(
     if sample is not None:
         parameters["sample"] = options["sample"]
     with store.transaction() as conn:
-        stored = store.has_release(conn, config.id, slot)
-        if refresh or not stored:
-            check_release(
-                release_policy(store, conn, config.id),
-                campaign_id=config.id,
-                n_reports=store.get_campaign(config.id, conn=conn).n_reports,
-                refresh=refresh and stored,
-                last_release_at=store.last_release_at(conn, config.id),
-                now=dt.datetime.now(dt.UTC),
-            )
+        _check_policy(store, conn, config.id, slot, refresh=refresh)
         body: dict[str, Any] = central.release(
             conn,
             config.id,
@@ -189,16 +195,7 @@ def central_top(
         )
     slot = central.release_key(None, "exponential", top=j)
     with store.transaction() as conn:
-        stored = store.has_release(conn, config.id, slot)
-        if refresh or not stored:
-            check_release(
-                release_policy(store, conn, config.id),
-                campaign_id=config.id,
-                n_reports=store.get_campaign(config.id, conn=conn).n_reports,
-                refresh=refresh and stored,
-                last_release_at=store.last_release_at(conn, config.id),
-                now=dt.datetime.now(dt.UTC),
-            )
+        _check_policy(store, conn, config.id, slot, refresh=refresh)
         body = release_top(
             conn, config.id, epsilon=config.epsilon, categories=list(config.categories), j=j,
             budget=config.privacy_budget, adjacency=config.adjacency or "add-remove",

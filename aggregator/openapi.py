@@ -16,8 +16,11 @@ from deniable.shared.limits import (
     CAMPAIGN_PAGE_DEFAULT,
     CAMPAIGN_PAGE_MAX,
     CAMPAIGN_STATUSES,
+    CENTRAL_DELTA_RANGE,
+    MAX_GROUP_SIZE,
     MAX_MIN_REPORTS_BEFORE_RELEASE,
     MAX_REFRESH_INTERVAL_SECONDS,
+    MAX_RHO,
     MAX_TOP,
     RELEASES_PAGE_MAX,
     TIMELINE_BUCKETS,
@@ -78,6 +81,39 @@ def _errors(*statuses: int) -> dict[str, Any]:
     }
     return {str(status): _json(_ref("Error"), why[status]) for status in statuses}
 
+
+#: The central-only descriptor fields (in both the creation body and the descriptor).
+_CENTRAL_OPTIONAL: dict[str, Any] = {
+    "delta": {
+        "type": "number",
+        "nullable": True,
+        "minimum": CENTRAL_DELTA_RANGE[0],
+        "maximum": CENTRAL_DELTA_RANGE[1],
+        "description": "central only: the δ of one Gaussian release, calibrated to (epsilon, delta)",
+    },
+    "budget_delta": {
+        "type": "number",
+        "nullable": True,
+        "minimum": CENTRAL_DELTA_RANGE[0],
+        "maximum": CENTRAL_DELTA_RANGE[1],
+        "description": "central only: makes the budget (budget, budget_delta)-DP",
+    },
+    "budget_rho": {
+        "type": "number",
+        "nullable": True,
+        "exclusiveMinimum": True,
+        "minimum": 0,
+        "maximum": MAX_RHO,
+        "description": "central only: a zCDP budget ρ (instead of 'budget')",
+    },
+    "group_size": {
+        "type": "integer",
+        "nullable": True,
+        "minimum": 1,
+        "maximum": MAX_GROUP_SIZE,
+        "description": "central only: reports one respondent may contribute (group privacy: g·ε)",
+    },
+}
 
 _CAMPAIGN_ID = {
     "name": "campaign_id",
@@ -165,35 +201,7 @@ _SCHEMAS: dict[str, Any] = {
                     "items": {"type": "string", "minLength": 1, "maxLength": 64},
                 },
             },
-            "delta": {
-                "type": "number",
-                "nullable": True,
-                "minimum": 1e-15,
-                "maximum": 1e-3,
-                "description": "central only: the δ of one Gaussian release, calibrated to (epsilon, delta)",
-            },
-            "budget_delta": {
-                "type": "number",
-                "nullable": True,
-                "minimum": 1e-15,
-                "maximum": 1e-3,
-                "description": "central only: makes the budget (budget, budget_delta)-DP",
-            },
-            "budget_rho": {
-                "type": "number",
-                "nullable": True,
-                "exclusiveMinimum": True,
-                "minimum": 0,
-                "maximum": 50,
-                "description": "central only: a zCDP budget ρ (instead of 'budget')",
-            },
-            "group_size": {
-                "type": "integer",
-                "nullable": True,
-                "minimum": 1,
-                "maximum": 100,
-                "description": "central only: reports one respondent may contribute (group privacy: g·ε)",
-            },
+            **_CENTRAL_OPTIONAL,
             "recurring": {
                 "type": "boolean",
                 "description": "local campaigns only: collect in rounds (each report names its round, a "
@@ -228,35 +236,7 @@ _SCHEMAS: dict[str, Any] = {
                 "description": _GROUP_VALUES_DOC + " (present only when declared)",
                 "additionalProperties": {"type": "array", "items": {"type": "string"}},
             },
-            "delta": {
-                "type": "number",
-                "nullable": True,
-                "minimum": 1e-15,
-                "maximum": 1e-3,
-                "description": "central only: the δ of one Gaussian release, calibrated to (epsilon, delta)",
-            },
-            "budget_delta": {
-                "type": "number",
-                "nullable": True,
-                "minimum": 1e-15,
-                "maximum": 1e-3,
-                "description": "central only: makes the budget (budget, budget_delta)-DP",
-            },
-            "budget_rho": {
-                "type": "number",
-                "nullable": True,
-                "exclusiveMinimum": True,
-                "minimum": 0,
-                "maximum": 50,
-                "description": "central only: a zCDP budget ρ (instead of 'budget')",
-            },
-            "group_size": {
-                "type": "integer",
-                "nullable": True,
-                "minimum": 1,
-                "maximum": 100,
-                "description": "central only: reports one respondent may contribute (group privacy: g·ε)",
-            },
+            **_CENTRAL_OPTIONAL,
             "recurring": {
                 "type": "boolean",
                 "enum": [True],
