@@ -48,6 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.audit",
     "deniable.aggregator.demo",
     "deniable.aggregator.batch.cli",
+    "deniable.aggregator.planning",
 )
 
 #: The optional extras a command may need, with the line that installs each.
