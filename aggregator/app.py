@@ -9,6 +9,8 @@ Configuration keys (all optional except ``DATA_DIR``):
 ``DATA_DIR``            where the database, keys and generated tokens live
 ``ADMIN_TOKEN``         bearer token that creates and closes campaigns (else read/generated in DATA_DIR)
 ``ANALYST_TOKEN``       bearer token that reads estimates (else read/generated in DATA_DIR)
+``ISSUER_TOKEN``        bearer token of the app's backend for the admission-token issuing route (else
+                        read/generated in DATA_DIR)
 ``MAX_CONTENT_LENGTH``  largest request body in bytes (default 8 MiB; larger bodies get 413)
 ``MAX_BATCH``           most envelopes in one report batch (default 1000)
 ``MIN_FREE_DISK_BYTES`` free space of the data dir's file system below which ``/readyz`` answers 503
@@ -43,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "ADMIN_TOKEN": None,
     "ANALYST_TOKEN": None,
     "SECURE_COOKIES": False,
+    "ISSUER_TOKEN": None,
 }
 
 
@@ -56,7 +59,10 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     app.config.update(DEFAULTS)
     app.config.update(config)
     app.config["DENIABLE_TOKENS"] = ensure_tokens(
-        data_dir, admin=app.config["ADMIN_TOKEN"], analyst=app.config["ANALYST_TOKEN"]
+        data_dir,
+        admin=app.config["ADMIN_TOKEN"],
+        analyst=app.config["ANALYST_TOKEN"],
+        issuer=app.config["ISSUER_TOKEN"],
     )
     app.extensions["deniable"] = Service(
         data_dir, database=data_dir / DATABASE_NAME, max_batch=int(app.config["MAX_BATCH"])

@@ -1,6 +1,8 @@
 """Who may call what: one table classifying every route, enforced in one ``before_request`` hook.
 
-Roles are ordered ``public < analyst < admin``: the admin token passes every analyst check. Tokens travel
+Roles are ordered ``public < analyst < admin``: the admin token passes every analyst check. The
+``issuer`` role stands apart: its token (held by the app's backend) may call only the admission-token
+issuing route, and only it may call that route. Tokens travel
 as ``Authorization: Bearer <token>`` and are compared with :func:`hmac.compare_digest` (constant time).
 A missing or unknown token is 401; a valid token of a lower role is 403. A route missing from
 :data:`ROUTE_ACCESS` is refused (fail closed), and a test walks ``app.url_map`` to keep the table complete.
@@ -19,13 +21,15 @@ from werkzeug.datastructures import WWWAuthenticate
 from werkzeug.exceptions import Forbidden, Unauthorized
 
 __all__ = [
-    "ADMIN", "ANALYST", "PUBLIC", "ROUTE_ACCESS", "SESSION_ACCESS", "current_role", "install_auth", "role_of_token",
+    "ADMIN", "ANALYST", "ISSUER", "PUBLIC", "ROUTE_ACCESS", "SESSION_ACCESS", "current_role", "install_auth",
+    "role_of_token",
 ]
 
 PUBLIC = "public"
 ANALYST = "analyst"
 ADMIN = "admin"
-_RANK = {PUBLIC: 0, ANALYST: 1, ADMIN: 2}
+ISSUER = "issuer"
+_RANK = {PUBLIC: 0, ISSUER: 0, ANALYST: 1, ADMIN: 2}
 
 #: Every endpoint of the app and the least role allowed to call it.
 ROUTE_ACCESS: dict[str, str] = {
@@ -42,6 +46,7 @@ ROUTE_ACCESS: dict[str, str] = {
     "estimates.estimate": ANALYST,
     "estimates.rounds": ANALYST,
     "estimates.top": ANALYST,
+    "tokens.issue": ISSUER,
     "releases.list_all": ANALYST,
     "releases.get_policy": ANALYST,
     "releases.set_policy": ADMIN,
@@ -65,14 +70,17 @@ SESSION_ACCESS: dict[str, str] = {
 _CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})
 
 
-def role_of_token(token: str, *, admin: str, analyst: str) -> str | None:
-    """The role a presented token grants, or None; both comparisons always run, in constant time."""
+def role_of_token(token: str, *, admin: str, analyst: str, issuer: str | None = None) -> str | None:
+    """The role a presented token grants, or None; every comparison always runs, in constant time."""
     presented = token.encode("utf-8", "surrogateescape")
     is_admin = hmac.compare_digest(presented, admin.encode())
     is_analyst = hmac.compare_digest(presented, analyst.encode())
+    is_issuer = issuer is not None and hmac.compare_digest(presented, issuer.encode())
     if is_admin:
         return ADMIN
-    return ANALYST if is_analyst else None
+    if is_analyst:
+        return ANALYST
+    return ISSUER if is_issuer else None
 
 
 def _bearer_token() -> str | None:
@@ -89,7 +97,7 @@ def current_role() -> str:
     if token is None:
         return PUBLIC
     tokens = current_app.config["DENIABLE_TOKENS"]
-    return role_of_token(token, admin=tokens.admin, analyst=tokens.analyst) or PUBLIC
+    return role_of_token(token, admin=tokens.admin, analyst=tokens.analyst, issuer=tokens.issuer) or PUBLIC
 
 
 def _enforce() -> None:
@@ -111,12 +119,14 @@ def _enforce() -> None:
             www_authenticate=_CHALLENGE,
         )
     tokens = current_app.config["DENIABLE_TOKENS"]
-    granted = role_of_token(token, admin=tokens.admin, analyst=tokens.analyst)
+    granted = role_of_token(token, admin=tokens.admin, analyst=tokens.analyst, issuer=tokens.issuer)
     if granted is None:
         raise Unauthorized(
             "the bearer token is not valid for this aggregator; check the token file in the data dir",
             www_authenticate=_CHALLENGE,
         )
+    if needed == ISSUER and granted != ISSUER:
+        raise Forbidden(f"this route needs the issuer token; the {granted} token may not call it")
     if _RANK[granted] < _RANK[needed]:
         raise Forbidden(f"this route needs the {needed} token; the {granted} token may not call it")
 

@@ -5,7 +5,8 @@ These read and write a data dir directly, so they run where the aggregator runs.
 the HTTP commands of :mod:`deniable.analyst.cli` (``deniable campaigns list``, ``deniable estimate``).
 
 Every flag has a ``DENIABLE_*`` environment variable; flags win. Tokens are better passed by environment
-(``DENIABLE_ADMIN_TOKEN``, ``DENIABLE_ANALYST_TOKEN``) than by flag, since flags show in ``ps``. When
+(``DENIABLE_ADMIN_TOKEN``, ``DENIABLE_ANALYST_TOKEN``, ``DENIABLE_ISSUER_TOKEN``) than by flag, since flags
+show in ``ps``. When
 neither is set, ``serve`` generates tokens into the data dir (mode 0600) and prints where, never the
 tokens themselves.
 """
@@ -80,7 +81,7 @@ def register(subparsers: Any) -> None:
         serve.add_argument(
             flag, type=int, default=None, metavar="N", help=f"{text} (env DENIABLE_{env}; default: {default})"
         )
-    for role in ("admin", "analyst"):
+    for role in ("admin", "analyst", "issuer"):
         serve.add_argument(
             f"--{role}-token",
             default=_env(f"{role.upper()}_TOKEN"),
@@ -111,9 +112,9 @@ def register(subparsers: Any) -> None:
 
         tokens = where.add_parser(
             "tokens",
-            help="show where the admin and analyst token files are (never the tokens)",
-            description="Print the paths of the admin and analyst token files of a data dir and their mode, "
-            "never the tokens themselves.",
+            help="show where the admin, analyst and issuer token files are (never the tokens)",
+            description="Print the paths of the admin, analyst and issuer token files of a data dir and their "
+            "mode, never the tokens themselves.",
         )
         _data_dir_arg(tokens)
         tokens.set_defaults(func=tokens_command)
@@ -189,7 +190,7 @@ def serve_command(args: argparse.Namespace) -> int:
     os.umask(0o077)  # the database, its WAL and every key or token file: owner only
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tokens = ensure_tokens(data_dir, admin=args.admin_token, analyst=args.analyst_token)
+    tokens = ensure_tokens(data_dir, admin=args.admin_token, analyst=args.analyst_token, issuer=args.issuer_token)
     for role, path in token_paths(data_dir).items():
         if getattr(args, f"{role}_token"):
             print(f"{role} token: from DENIABLE_{role.upper()}_TOKEN / --{role}-token", flush=True)
@@ -202,6 +203,7 @@ def serve_command(args: argparse.Namespace) -> int:
         "DATA_DIR": str(data_dir),
         "ADMIN_TOKEN": tokens.admin,
         "ANALYST_TOKEN": tokens.analyst,
+        "ISSUER_TOKEN": tokens.issuer,
         "MAX_CONTENT_LENGTH": args.max_body_bytes,
         "MIN_FREE_DISK_BYTES": args.min_free_disk,
     }

@@ -3,7 +3,8 @@
 * ``deniable.shared.errors`` classes map to a status by :data:`STATUS_OF` (most specific class first);
   the body's ``code`` is the class's ``code``. ``BudgetExceeded`` also carries ``spent``, ``remaining``
   and ``requested``; ``ReleaseRefused`` carries ``rule``, ``next_release_at`` and ``retry_after`` (also as the
-  ``Retry-After`` header when the release becomes possible at a known time).
+  ``Retry-After`` header when the release becomes possible at a known time); ``TokenQuotaExceeded`` carries
+  ``issued``, ``limit`` and ``requested``.
 * werkzeug ``HTTPException`` s (400, 401, 403, 404, 405, 413, 415, ...) keep their status; the code is
   the snake-cased class name (``RequestEntityTooLarge`` → ``request_entity_too_large``).
 * Anything else is a bug: it is logged with its traceback (never the request body) and answered with a
@@ -30,6 +31,7 @@ from deniable.shared.errors import (
     InvalidReport,
     PermissionDenied,
     ReleaseRefused,
+    TokenQuotaExceeded,
     TransportError,
     UnknownCampaign,
 )
@@ -46,6 +48,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (BudgetExceeded, 409),
     (ReleaseRefused, 409),
     (PermissionDenied, 403),
+    (TokenQuotaExceeded, 409),
     (InvalidParameter, 422),
     (InvalidConfig, 422),
     (InvalidReport, 422),
@@ -67,6 +70,8 @@ def _deniable_error(exc: DeniableError) -> tuple[Response, int]:
     extra: dict[str, Any] = {}
     if isinstance(exc, BudgetExceeded):
         extra = {"spent": exc.spent, "remaining": exc.remaining, "requested": exc.requested}
+    if isinstance(exc, TokenQuotaExceeded):
+        extra = {"issued": exc.issued, "limit": exc.limit, "requested": exc.requested}
     if isinstance(exc, ReleaseRefused):
         extra = {"rule": exc.rule, "next_release_at": exc.next_release_at, "retry_after": exc.retry_after}
     response, status = error_response(status, exc.code, str(exc), **extra)

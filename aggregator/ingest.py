@@ -8,7 +8,8 @@ Each envelope then ends as exactly one of:
   campaign's, a ciphertext of the wrong padded length, a failed proof of possession (checked from the
   envelope alone, before anything is looked up, so a forger learns nothing about the pseudonym), a
   ciphertext that does not open under this campaign's key and binding (tampered, replayed under another id
-  or campaign), or a payload outside the campaign's report space. Nothing of it is stored.
+  or campaign), a payload outside the campaign's report space, or, in a campaign with admission
+  tokens, a missing, forged or foreign token or one already spent. Nothing of it is stored.
 * ``duplicate``: its report id is already stored (a retry: idempotent) or its device pseudonym already
   reported to this campaign (one device counts once; in a recurring campaign, once per round). Nothing
   changes.
@@ -63,6 +64,9 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
     )
     parsed = config.decode(payload)
     decoded, groups = parsed.value, parsed.groups
+    if config.admission is not None:
+        assert parsed.token is not None  # decode requires it
+        parsed.token.verify(config.admission, config.id)  # forged, altered or foreign: InvalidReport
     if config.trust_model == "central":
         wire: Any = decoded
         support: tuple[int, ...] = (decoded,)
@@ -77,6 +81,7 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
         report_json=json.dumps(wire, separators=(",", ":")),
         support=support,
         round="" if parsed.round is None else parsed.round,
+        token_nonce=None if parsed.token is None else parsed.token.nonce,
     )
 
 

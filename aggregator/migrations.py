@@ -50,6 +50,14 @@ hour (00:00 UTC).
 Version 8 adds ``dashboard_sessions``: the browser sessions of the dashboard. A row holds the SHA-256 of
 the session cookie (never the cookie), the role, the SHA-256 of the token signed in with (a rotated token
 ends its sessions), the CSRF token of the session's forms and its expiry. Signing out deletes the row.
+
+Version 9 adds *admission tokens* (``docs/admission-tokens.md``):
+
+* ``spent_tokens``: the nonce of every admission token spent by a stored report, written in the report's
+  own transaction (so a token counts at most once, and never for a report that was not stored), with the
+  UTC day only. Nothing links it to the report row or to an account.
+* ``token_accounts``: per campaign and account of the app's backend (stored as an HMAC, never the name),
+  how many tokens the issuer granted, so that no account gets more than ``tokens_per_account``.
 """
 
 from __future__ import annotations
@@ -235,8 +243,27 @@ _V8: tuple[str, ...] = (
     """,
 )
 
+_V9: tuple[str, ...] = (
+    """
+    CREATE TABLE spent_tokens (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        nonce       BLOB NOT NULL,
+        spent_day   TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, nonce)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE token_accounts (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        account     BLOB NOT NULL,
+        issued      INTEGER NOT NULL CHECK (issued >= 0),
+        PRIMARY KEY (campaign_id, account)
+    ) WITHOUT ROWID
+    """,
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -208,6 +208,14 @@ _SCHEMAS: dict[str, Any] = {
                 "device counts once per round, each round is estimated on its own)",
             },
             "release_policy": _POLICY_BODY,
+            "admission": {
+                "type": "object",
+                "description": "require an admission token with every report; the aggregator generates the "
+                "issuer key",
+                "required": ["tokens_per_account"],
+                "additionalProperties": False,
+                "properties": {"tokens_per_account": {"type": "integer", "minimum": 1, "maximum": 10000}},
+            },
         },
     },
     "CampaignConfig": {
@@ -241,6 +249,18 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "boolean",
                 "enum": [True],
                 "description": "present (and true) only for a recurring campaign, which collects in rounds",
+            },
+            "admission": {
+                "type": "object",
+                "description": "present only when every report must carry an admission token (Privacy Pass, "
+                "blind RSA): the issuer's public key and how many tokens one account may get",
+                "required": ["type", "token_type", "issuer_key", "tokens_per_account"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["privacy-pass-blind-rsa"]},
+                    "token_type": {"type": "integer", "enum": [2]},
+                    "issuer_key": {"type": "string", "description": "base64url DER SubjectPublicKeyInfo"},
+                    "tokens_per_account": {"type": "integer", "minimum": 1},
+                },
             },
         },
     },
@@ -450,6 +470,37 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     "ReleasePolicyBody": _POLICY_BODY,
+    "TokenIssue": {
+        "type": "object",
+        "required": ["account", "token_requests"],
+        "additionalProperties": False,
+        "properties": {
+            "account": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 256,
+                "description": "the app backend's opaque id of the user (stored only as an HMAC)",
+            },
+            "token_requests": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 32,
+                "items": {"type": "string", "description": "a TokenRequest (RFC 9578 type 0x0002) in base64url"},
+            },
+        },
+    },
+    "TokenIssueResult": {
+        "type": "object",
+        "required": ["campaign_id", "token_responses", "issued", "tokens_per_account", "remaining"],
+        "additionalProperties": False,
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "token_responses": {"type": "array", "items": {"type": "string"}},
+            "issued": {"type": "integer", "minimum": 1},
+            "tokens_per_account": {"type": "integer", "minimum": 1},
+            "remaining": {"type": "integer", "minimum": 0},
+        },
+    },
     "ReleasePolicy": {
         "type": "object",
         "required": [
@@ -749,6 +800,19 @@ _PATHS: dict[str, Any] = {
             "security": _BEARER,
             "parameters": [_CAMPAIGN_ID],
             "responses": {"200": _json(_ref("Rounds"), "the rounds"), **_errors(401, 403, 404)},
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/tokens": {
+        "post": {
+            "operationId": "issueTokens",
+            "summary": "Blind-sign an account's admission-token requests (issuer: the app's backend)",
+            "security": _BEARER,
+            "parameters": [_CAMPAIGN_ID],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("TokenIssue")}}},
+            "responses": {
+                "200": _json(_ref("TokenIssueResult"), "one blind signature per request, in order"),
+                **_errors(400, 401, 403, 404, 409, 413, 415, 422),
+            },
         }
     },
     "/api/v1/campaigns/{campaign_id}/releases": {

@@ -1,4 +1,4 @@
-"""Secret files in the data dir: bearer tokens and campaign private keys, always mode 0600.
+"""Secret files in the data dir: bearer tokens, campaign and issuer private keys, always mode 0600.
 
 A secret is written by the device client's one atomic writer,
 :func:`deniable.client.secret_file.write_secret_file`: a temporary file created with mode 0600 (never
@@ -19,6 +19,7 @@ from deniable.client.secret_file import write_secret_file
 __all__ = [
     "Tokens",
     "ensure_tokens",
+    "issuer_key_path",
     "key_path",
     "read_secret",
     "token_paths",
@@ -29,10 +30,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
-    """The two bearer tokens of a server, and which of them were generated into files by this call."""
+    """The three bearer tokens of a server, and which of them were generated into files by this call.
+
+    ``issuer`` may only call the admission-token issuing route (the app's backend holds it).
+    """
 
     admin: str
     analyst: str
+    issuer: str
     generated: tuple[Path, ...] = ()
 
 
@@ -48,9 +53,9 @@ def read_secret(path: Path) -> bytes:
 
 
 def token_paths(data_dir: Path) -> dict[str, Path]:
-    """Where the generated tokens live: ``{"admin": ..., "analyst": ...}``."""
+    """Where the generated tokens live: ``{"admin": ..., "analyst": ..., "issuer": ...}``."""
     base = Path(data_dir) / "tokens"
-    return {"admin": base / "admin.token", "analyst": base / "analyst.token"}
+    return {role: base / f"{role}.token" for role in ("admin", "analyst", "issuer")}
 
 
 def key_path(data_dir: Path, campaign_id: str) -> Path:
@@ -58,13 +63,20 @@ def key_path(data_dir: Path, campaign_id: str) -> Path:
     return Path(data_dir) / "keys" / f"{campaign_id}.key"
 
 
-def ensure_tokens(data_dir: Path, *, admin: str | None = None, analyst: str | None = None) -> Tokens:
-    """The admin and analyst tokens: the given ones, else those stored in the data dir, else new ones.
+def issuer_key_path(data_dir: Path, campaign_id: str) -> Path:
+    """The admission-token issuer key of a campaign (RSA, PKCS#8 PEM), next to its HPKE key."""
+    return Path(data_dir) / "keys" / f"{campaign_id}.issuer.pem"
+
+
+def ensure_tokens(
+    data_dir: Path, *, admin: str | None = None, analyst: str | None = None, issuer: str | None = None
+) -> Tokens:
+    """The admin, analyst and issuer tokens: the given ones, else those stored in the data dir, else new ones.
 
     New tokens are ``secrets.token_urlsafe(32)`` (256 bits), written to ``tokens/<role>.token`` with mode
     0600. The caller prints the file location, never the token.
     """
-    given = {"admin": admin, "analyst": analyst}
+    given = {"admin": admin, "analyst": analyst, "issuer": issuer}
     values: dict[str, str] = {}
     generated: list[Path] = []
     for role, path in token_paths(data_dir).items():
@@ -74,6 +86,6 @@ def ensure_tokens(data_dir: Path, *, admin: str | None = None, analyst: str | No
                 generated.append(path)
             token = read_secret(path).decode().strip()
         values[role] = token
-    if values["admin"] == values["analyst"]:
-        raise ValueError("the admin and analyst tokens must differ; set two different tokens")
-    return Tokens(values["admin"], values["analyst"], tuple(generated))
+    if len(set(values.values())) < len(values):
+        raise ValueError("the admin, analyst and issuer tokens must all differ; set different tokens")
+    return Tokens(values["admin"], values["analyst"], values["issuer"], tuple(generated))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.migrations import migrate
-from deniable.shared.errors import CampaignClosed, UnknownCampaign
+from deniable.shared.errors import CampaignClosed, TokenQuotaExceeded, UnknownCampaign
 
 __all__ = [
     "OVERALL",
@@ -49,6 +49,7 @@ BUSY_TIMEOUT_MS = 30_000
 _SAME_REPORT = "this report_id is already stored; the retry changes nothing"
 _SAME_DEVICE = "this device (pseudonym) already reported to this campaign; it counts once"
 _SAME_DEVICE_IN_ROUND = "this device (pseudonym) already reported in this round; it counts once per round"
+_SPENT_TOKEN = "this admission token was already spent; each token admits exactly one report"  # noqa: S105
 
 #: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
 _IN_CHUNK = 500
@@ -77,7 +78,8 @@ class ReportRow:
     ``report_id`` and ``pseudonym`` are the envelope's hex strings (32 and 64 hex digits; stored as raw
     bytes). ``report_json`` is the compact JSON of the *randomized* report (never the raw value in local mode);
     ``support`` lists the categories whose support contains it (for central campaigns: the one value).
-    ``round`` is the round label of a recurring campaign's report, ``''`` otherwise.
+    ``round`` is the round label of a recurring campaign's report, ``''`` otherwise. ``token_nonce`` is
+    the nonce of the (verified) admission token the report spends, for campaigns that require one.
     """
 
     report_id: str
@@ -86,6 +88,7 @@ class ReportRow:
     report_json: str
     support: tuple[int, ...]
     round: str = ""
+    token_nonce: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,6 +426,64 @@ class Store:
         return found
 
     @staticmethod
+    def _spent_tokens(conn: sqlite3.Connection, campaign_id: str, nonces: Sequence[bytes]) -> set[bytes]:
+        """The admission-token nonces among ``nonces`` already spent in this campaign."""
+        found: set[bytes] = set()
+        for chunk in _chunks(nonces):
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(
+                f"SELECT nonce FROM spent_tokens WHERE campaign_id = ? AND nonce IN ({marks})",  # noqa: S608
+                (campaign_id, *chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    def spent_token_count(self, campaign_id: str) -> int:
+        """How many admission tokens the campaign's stored reports spent."""
+        row = self.connection().execute(
+            "SELECT COUNT(*) FROM spent_tokens WHERE campaign_id = ?", (campaign_id,)
+        ).fetchone()
+        return int(row[0])
+
+    # -- admission-token issuance ----------------------------------------------------------------
+
+    def grant_tokens(self, campaign_id: str, account: bytes, count: int, *, limit: int) -> int:
+        """Count ``count`` more tokens against ``account`` (an HMAC of the backend's account name), in one
+        write transaction; return the account's total. Raises :class:`TokenQuotaExceeded` (nothing
+        counted) when the total would pass ``limit``, and ``CampaignClosed`` for a closed campaign."""
+        with self.transaction() as conn:
+            status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+            if status is None:
+                raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
+            if status[0] != "open":
+                raise CampaignClosed(f"campaign {campaign_id!r} is closed; it issues no more admission tokens")
+            row = conn.execute(
+                "SELECT issued FROM token_accounts WHERE campaign_id = ? AND account = ?", (campaign_id, account)
+            ).fetchone()
+            issued = 0 if row is None else int(row[0])
+            if issued + count > limit:
+                raise TokenQuotaExceeded(
+                    f"this account has {issued} of the {limit} admission tokens it may get for campaign "
+                    f"{campaign_id!r}; {count} more would pass the limit",
+                    issued=issued,
+                    limit=limit,
+                    requested=count,
+                )
+            conn.execute(
+                "INSERT INTO token_accounts (campaign_id, account, issued) VALUES (?, ?, ?) ON CONFLICT"
+                " (campaign_id, account) DO UPDATE SET issued = excluded.issued",
+                (campaign_id, account, issued + count),
+            )
+        return issued + count
+
+    def tokens_issued(self, campaign_id: str) -> tuple[int, int]:
+        """``(accounts, tokens)``: how many accounts got tokens of the campaign, and how many in all."""
+        row = self.connection().execute(
+            "SELECT COUNT(*), COALESCE(SUM(issued), 0) FROM token_accounts WHERE campaign_id = ?", (campaign_id,)
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    @staticmethod
     def _existing_devices(
         conn: sqlite3.Connection, campaign_id: str, pairs: Sequence[tuple[str, bytes]]
     ) -> set[tuple[str, bytes]]:
@@ -451,10 +512,12 @@ class Store:
     ) -> list[tuple[str, str | None]]:
         """Store the new reports and update the tallies and counters in ONE transaction.
 
-        Returns, for each report in order, ``("accepted", None)`` or ``("duplicate", reason)``: a report id
+        Returns, for each report in order, ``("accepted", None)``, ``("duplicate", reason)``: a report id
         already stored (an idempotent retry) or a pseudonym that already reported to this campaign in the
         report's round (one device counts once per round; ``''`` is the one round of a non-recurring
-        campaign). Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
+        campaign), or ``("rejected", reason)``: its admission token was already spent (by a stored report
+        or earlier in the batch). The nonce of each accepted report's token is recorded as spent in the
+        same transaction. Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
         batch, checked inside the transaction so that a concurrent close cannot let reports slip in.
         """
         now = _utc_now()
@@ -471,6 +534,8 @@ class Store:
             known_devices = self._existing_devices(
                 conn, campaign_id, [(r.round, d) for r, d in zip(reports, devices, strict=True)]
             )
+            spent = self._spent_tokens(conn, campaign_id, [r.token_nonce for r in reports if r.token_nonce])
+            new_tokens: list[tuple[str, bytes, str]] = []
             outcomes: list[tuple[str, str | None]] = []
             rows: list[tuple[str | bytes, ...]] = []
             deltas: dict[tuple[str, str, str], list[int]] = {}
@@ -482,6 +547,12 @@ class Store:
                 if (report.round, device) in known_devices:
                     outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
                     continue
+                if report.token_nonce is not None:
+                    if report.token_nonce in spent:
+                        outcomes.append(("rejected", _SPENT_TOKEN))
+                        continue
+                    spent.add(report.token_nonce)
+                    new_tokens.append((campaign_id, report.token_nonce, day))
                 known_ids.add(report_id)
                 known_devices.add((report.round, device))
                 outcomes.append(("accepted", None))
@@ -514,6 +585,9 @@ class Store:
                     "INSERT INTO report_arrivals (campaign_id, round, hour, n) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT (campaign_id, round, hour) DO UPDATE SET n = n + excluded.n",
                     [(campaign_id, round_, hour, n) for round_, n in arrivals.items()],
+                )
+                conn.executemany(
+                    "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?)", new_tokens
                 )
                 conn.execute(
                     "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)

@@ -6,12 +6,14 @@
 >>> client.flush()                                                                       # doctest: +SKIP
 >>> client.pending()                        # what still waits, and why                  # doctest: +SKIP
 >>> client.ledger()                                                                      # doctest: +SKIP
+>>> client.obtain_tokens("smoking-2026", 1, my_backend.issue)  # campaigns with admission tokens  # doctest: +SKIP
 
 Depends only on the standard library, ``cryptography`` and :mod:`deniable.shared`; never imports numpy or
 Flask.
 """
 
 from deniable.shared.errors import (
+    AdmissionTokenRequired,
     BudgetExceeded,
     CampaignClosed,
     DeliveryError,
@@ -28,9 +30,11 @@ from .fleet import FleetResult, simulate_fleet
 from .ledger import CampaignSpend, Ledger
 from .outbox import FlushResult, RetryPolicy
 from .state import ExpiredReport, PendingReport, Rejection, default_state_dir
+from .tokens import TokenBatch
 from .transport import HTTPTransport, Response, Transport
 
 __all__ = [
+    "AdmissionTokenRequired",
     "BudgetExceeded",
     "CampaignClosed",
     "CampaignSpend",
@@ -52,6 +56,7 @@ __all__ = [
     "Rejection",
     "Response",
     "RetryPolicy",
+    "TokenBatch",
     "Transport",
     "TransportError",
     "UnknownCampaign",

@@ -27,15 +27,16 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import make_pseudonym
-from deniable.shared.errors import AnswerChanged, InvalidParameter
+from deniable.shared.errors import AdmissionTokenRequired, AnswerChanged, InvalidParameter
 from deniable.shared.fields import check_round, plural
 from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
+from deniable.shared.tokens import Token
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
@@ -51,6 +52,7 @@ from .state import (
     RoundRow,
     state_errors,
 )
+from .tokens import TokenBatch, held, store_tokens, take_token
 from .transport import HTTPTransport, Transport
 
 __all__ = ["Client", "ForgetWarning", "Forgotten", "Receipt"]
@@ -294,13 +296,18 @@ class Client:
             if paid is not None:
                 # a re-answer back to a value answered before: the derived report is the same one, already
                 # paid for; it is sealed with the groups given now and becomes the answer that stands
-                envelope = seal_answer(config, self._state.secret, report, checked, report_id=report_id)
+                envelope = seal_answer(
+                    config, self._state.secret, report, checked, report_id=report_id,
+                    token=self._spend_token(config, db),
+                )  # fmt: skip
                 text = json.dumps(envelope.to_json(), separators=(",", ":"))
                 DeviceState.reuse_report(db, report_id, text, tag)
                 DeviceState.enqueue(db, report_id, config.id, text)
                 return Receipt(config.id, report_id, 0.0, True, False, config.trust_model, True)
             self._check_budget(config, cost)
-            envelope = seal_answer(config, self._state.secret, report, checked, report_id=report_id)
+            envelope = seal_answer(
+                config, self._state.secret, report, checked, report_id=report_id, token=self._spend_token(config, db)
+            )
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text, tag)
             DeviceState.record_spend(db, row)
@@ -347,6 +354,7 @@ class Client:
                 groups,
                 report_id=round_report_id(self._state.secret, config.id, index, round),
                 round=round,
+                token=self._spend_token(config, db),
             )
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             if not paid:
@@ -354,6 +362,47 @@ class Client:
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, report_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
         return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
+
+    # -- admission tokens ---------------------------------------------------------------------------------
+    def request_tokens(self, campaign_id: str, count: int) -> TokenBatch:
+        """``count`` blinded admission-token requests for the campaign (see :mod:`deniable.client.tokens`):
+        forward ``batch.requests`` to the app's backend, then pass its answer to :meth:`add_tokens`."""
+        with self._lock, state_errors(self._state.path):
+            config = resolve_config(self._state, self._transport, campaign_id, self._configs)
+            return TokenBatch.create(config, count)
+
+    def add_tokens(self, batch: TokenBatch, responses: Sequence[object]) -> int:
+        """Unblind and verify the issuer's responses to ``batch`` and store the tokens; returns how many
+        tokens of the campaign the device now holds. Raises ``InvalidParameter`` (nothing stored) when a
+        response does not verify."""
+        tokens = batch.finalize(responses)
+        with self._lock, state_errors(self._state.path), self._state.transaction() as db:
+            store_tokens(db, batch.campaign_id, tokens)
+            return held(db, batch.campaign_id)
+
+    def obtain_tokens(self, campaign_id: str, count: int, issue: Callable[[list[str]], Sequence[object]]) -> int:
+        """:meth:`request_tokens`, ``issue(requests)`` (the app's call to its backend), :meth:`add_tokens`."""
+        batch = self.request_tokens(campaign_id, count)
+        return self.add_tokens(batch, issue(batch.requests))
+
+    def tokens(self, campaign_id: str) -> int:
+        """How many unspent admission tokens of the campaign the device holds."""
+        with self._lock, state_errors(self._state.path), self._state.transaction() as db:
+            return held(db, campaign_id)
+
+    @staticmethod
+    def _spend_token(config: CampaignConfig, db: sqlite3.Connection) -> Token | None:
+        """Take one admission token for a new report (in the answer's transaction), or None if the campaign
+        takes none; ``AdmissionTokenRequired`` (nothing spent) if the device holds none."""
+        if config.admission is None:
+            return None
+        token = take_token(db, config.id)
+        if token is None:
+            raise AdmissionTokenRequired(
+                f"campaign {config.id!r} accepts a report only with an admission token and this device holds "
+                "none for it: obtain tokens through the app (Client.obtain_tokens) first; nothing was spent"
+            )
+        return token
 
     def _resend(self, row: ReportRow, db: sqlite3.Connection) -> Receipt:
         """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing.

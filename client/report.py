@@ -18,6 +18,7 @@ from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import Envelope
 from deniable.shared.errors import InvalidConfig
 from deniable.shared.sampling import RandBelow
+from deniable.shared.tokens import Token
 
 __all__ = ["central_refusal", "privacy_cost", "randomize_index", "seal_answer"]
 
@@ -60,12 +61,15 @@ def seal_answer(
     public_key: bytes | None = None,
     report_id: str | None = None,
     round: str | None = None,
+    token: Token | None = None,
 ) -> Envelope:
     """Seal the payload to the campaign key in the descriptor's format version: bound to campaign id,
     version, report id and the device's pseudonym, padded to the campaign's fixed length and signed with
-    the device's campaign key (version 2) (``round``: the round label, for recurring campaigns only)."""
+    the device's campaign key (version 2) (``round``: the round label, for recurring campaigns only;
+    ``token``: the admission token the report spends, for campaigns that require one: inside the
+    ciphertext, so bound to this envelope)."""
     return config.seal(
-        config.make_payload(report, groups, round),
+        config.make_payload(report, groups, round, token),
         device_secret=device_secret,
         report_id=report_id,
         public_key=public_key,

@@ -57,6 +57,8 @@ from deniable.shared.errors import (
 )
 from deniable.shared.limits import STATE_BUSY_TIMEOUT
 
+from .tokens import WALLET_SCHEMA
+
 __all__ = [
     "DB_FILE",
     "SECRET_FILE",
@@ -304,7 +306,7 @@ class DeviceState:
                     lost = secret_survives and found is None
                     if lost and not reset_ledger:
                         raise LedgerLost(_ledger_lost_message(self.path))
-                    for statement in _SCHEMA.split(";"):
+                    for statement in (_SCHEMA + WALLET_SCHEMA).split(";"):
                         if statement.strip():
                             db.execute(statement)
                     for table, column, declaration in _ADDED_COLUMNS:

@@ -28,6 +28,10 @@ otherwise): a release that listed only the values present in the data would reve
 someone with that value took part (a country with one respondent), which is not ε-DP under add/remove
 adjacency. With a public domain, which groups appear depends on nothing but the descriptor. Descriptors
 created before ``group_values`` existed still parse; the aggregator refuses grouped releases of them.
+
+``admission`` (optional, either trust model) makes every report carry an anonymous one-time token
+(:mod:`deniable.shared.tokens`, Privacy Pass with blind RSA): the descriptor pins the issuer's public key
+and the number of tokens an account may get; the payload then also carries ``"token": "<base64url>"``.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from deniable.shared.fields import (
 )
 from deniable.shared.limits import CAMPAIGN_EPSILON, CENTRAL_DELTA_RANGE, MAX_GROUP_SIZE, MAX_RHO, check_range
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
+from deniable.shared.tokens import TOKEN_BYTES, Admission, Token, b64url_encode
 
 __all__ = [
     "ADJACENCIES",
@@ -123,7 +128,10 @@ _REQUIRED_KEYS = frozenset(
     }
 )
 _OPTIONAL_KEYS = frozenset(
-    {"budget", "adjacency", "group_values", "recurring", "delta", "budget_delta", "budget_rho", "group_size"}
+    {
+        "budget", "adjacency", "group_values", "recurring", "delta", "budget_delta", "budget_rho", "group_size",
+        "admission",
+    }
 )
 #: Central-only keys that appear in the JSON only when set (descriptors without them keep their fingerprint).
 _CENTRAL_OPTIONAL = ("delta", "budget_delta", "budget_rho", "group_size")
@@ -163,6 +171,7 @@ class CampaignConfig:
     budget_delta: float | None = None
     budget_rho: float | None = None
     group_size: int | None = None
+    admission: Admission | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -176,6 +185,8 @@ class CampaignConfig:
         check_choice("status", self.status, STATUSES)
         check_public_key(self.public_key)
         check_recurring(self.recurring)
+        if self.admission is not None and not isinstance(self.admission, Admission):
+            raise InvalidConfig(f"'admission' must be an Admission, got {show(self.admission)}")
         if isinstance(self.format_version, bool) or self.format_version not in SUPPORTED_VERSIONS:
             raise InvalidConfig(
                 f"'format_version' must be one of {list(SUPPORTED_VERSIONS)}, "
@@ -310,6 +321,7 @@ class CampaignConfig:
         budget_delta: float | None = None,
         budget_rho: float | None = None,
         group_size: int | None = None,
+        admission: Admission | None = None,
     ) -> CampaignConfig:
         """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
 
@@ -319,7 +331,8 @@ class CampaignConfig:
         every group field (``InvalidConfig`` otherwise). ``from_json`` does not insist, so that descriptors
         of central campaigns created before ``group_values`` existed (and the wire-format vectors) still
         parse; the aggregator refuses grouped releases of those (see ``undeclared_group_fields``).
-        ``recurring=True`` (local only) makes a campaign that collects in rounds.
+        ``recurring=True`` (local only) makes a campaign that collects in rounds. ``admission`` makes every
+        report carry an admission token of that issuer.
         """
         cats = check_categories(categories)
         check_trimmed_labels("'categories'", cats)
@@ -355,6 +368,7 @@ class CampaignConfig:
             budget_delta=budget_delta,
             budget_rho=budget_rho,
             group_size=group_size,
+            admission=admission,
         )
         config._check_declared_groups()
         return config
@@ -362,8 +376,8 @@ class CampaignConfig:
     def to_json(self) -> dict[str, Any]:
         """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``).
 
-        ``group_values`` appears only when declared and ``recurring`` only when true, so descriptors
-        without them keep their canonical JSON and pinned fingerprint.
+        ``group_values`` appears only when declared, ``recurring`` only when true and ``admission`` only when
+        set, so descriptors without them keep their canonical JSON and pinned fingerprint.
         """
         body = {
             "id": self.id,
@@ -388,6 +402,8 @@ class CampaignConfig:
         for name in _CENTRAL_OPTIONAL:
             if getattr(self, name) is not None:
                 body[name] = getattr(self, name)
+        if self.admission is not None:
+            body["admission"] = self.admission.to_json()
         return body
 
     @classmethod
@@ -427,6 +443,7 @@ class CampaignConfig:
             budget_delta=obj.get("budget_delta"),
             budget_rho=obj.get("budget_rho"),
             group_size=obj.get("group_size"),
+            admission=None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
@@ -495,7 +512,8 @@ class CampaignConfig:
         The canonical JSON of the widest payload the descriptor allows: the widest report of the mechanism
         (local) or the largest index (central), for each group field its longest declared value or, when
         none is declared, a value of the maximum length in the characters whose JSON escape is longest
-        (``\\u0001``: 6 bytes), and the longest round label (recurring). Canonical JSON of an object is the
+        (``\\u0001``: 6 bytes), the longest round label (recurring) and the admission token (which has one
+        length). Canonical JSON of an object is the
         sum of its parts, so no payload of this campaign is longer, and every envelope of the campaign
         has ``48 + padded_length`` bytes of ciphertext (``docs/wire-format.md`` §7.1).
         """
@@ -516,6 +534,8 @@ class CampaignConfig:
             widest = {"report": mechanism.encode_report(mechanism.widest_report()), "groups": groups}
             if self.recurring:
                 widest["round"] = "a" * MAX_ROUND_CHARS
+        if self.admission is not None:  # every token has the same length
+            widest["token"] = "A" * len(b64url_encode(bytes(TOKEN_BYTES)))
         return len(canonical_json(widest))
 
     def seal(self, payload: Mapping[str, Any], *, device_secret: bytes, report_id: str | None = None,
@@ -541,23 +561,38 @@ class CampaignConfig:
         return self._check_groups({} if groups is None else groups, InvalidParameter)
 
     def make_payload(
-        self, report_or_value: Any, groups: Mapping[str, str] | None = None, round: str | None = None
+        self,
+        report_or_value: Any,
+        groups: Mapping[str, str] | None = None,
+        round: str | None = None,
+        token: Token | None = None,
     ) -> dict[str, Any]:
         """The plaintext of one envelope.
 
         Local: ``report_or_value`` is the device report from ``build_mechanism().randomize(index)`` and the
         payload is ``{"report": encode_report(report), "groups": groups}``, plus ``"round": round`` for a
         recurring campaign (required there, forbidden elsewhere). Central: it is the category index and the
-        payload is ``{"value": index, "groups": groups}``. Raises ``InvalidParameter``.
+        payload is ``{"value": index, "groups": groups}``. A campaign with ``admission`` needs ``token`` (one
+        admission token, spent by this report): ``"token": token.text``. Raises ``InvalidParameter``.
         """
         checked = self._check_groups({} if groups is None else groups, InvalidParameter)
         self._check_round_presence(round is not None, InvalidParameter)
+        if (token is None) != (self.admission is None):
+            raise InvalidParameter(
+                f"campaign '{self.id}' requires an admission token with every report: obtain tokens first"
+                if token is None
+                else f"campaign '{self.id}' takes no admission token"
+            )
+        payload: dict[str, Any]
         if self.trust_model == "central":
             self._check_index(report_or_value, InvalidParameter)
-            return {"value": report_or_value, "groups": checked}
-        payload = {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
+            payload = {"value": report_or_value, "groups": checked}
+        else:
+            payload = {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
         if round is not None:
             payload["round"] = check_round(round, InvalidParameter)
+        if token is not None:
+            payload["token"] = token.text
         return payload
 
     def decode_payload(self, payload: object) -> tuple[Any, dict[str, str]]:
@@ -580,6 +615,9 @@ class CampaignConfig:
         key = "value" if self.trust_model == "central" else "report"
         keys = {key, "groups", "round"} if self.recurring else {key, "groups"}
         expected = f"{key!r}, 'groups' and 'round'" if self.recurring else f"{key!r} and 'groups'"
+        if self.admission is not None:
+            keys.add("token")
+            expected = expected.replace(" and ", ", ") + " and 'token'"
         if isinstance(payload, dict) and set(payload) - {"round"} == keys - {"round"}:
             self._check_round_presence("round" in payload, InvalidReport)
         if not isinstance(payload, dict) or set(payload) != keys:
@@ -590,8 +628,9 @@ class CampaignConfig:
             )
         groups = self._check_groups(payload["groups"], InvalidReport)
         round_ = check_round(payload["round"], InvalidReport) if self.recurring else None
+        token = Token.parse(payload["token"]) if self.admission is not None else None
         if self.trust_model == "central":
-            return Payload(self._check_index(payload["value"], InvalidReport), groups, None)
+            return Payload(self._check_index(payload["value"], InvalidReport), groups, None, token)
         wire = payload["report"]
         wire_type = _WIRE_TYPES[self.mechanism]
         if isinstance(wire, bool) or not isinstance(wire, wire_type):
@@ -604,7 +643,7 @@ class CampaignConfig:
             raise
         except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             raise InvalidReport(f"the report is not a valid {self.mechanism} report: {exc}") from exc
-        return Payload(report, groups, round_)
+        return Payload(report, groups, round_, token)
 
     def _check_round_presence(self, present: bool, error: type[ValueError]) -> None:
         if self.recurring and not present:
@@ -659,12 +698,14 @@ class CampaignConfig:
 
 @dataclass(frozen=True)
 class Payload:
-    """A validated payload: the decoded report (local) or category index (central), the groups, and the
-    round label (recurring campaigns only, else None)."""
+    """A validated payload: the decoded report (local) or category index (central), the groups, the
+    round label (recurring campaigns only, else None) and the admission token (campaigns with admission
+    only; parsed, not yet verified)."""
 
     value: Any
     groups: dict[str, str]
     round: str | None
+    token: Token | None = None
 
 
 # ---------------------------------------------------------------------------------------------- helpers

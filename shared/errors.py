@@ -9,6 +9,8 @@
     ├── InvalidConfig (ValueError)      a campaign descriptor is malformed or changed after pinning
     ├── BudgetExceeded                  an ε budget (device ledger or central accountant) would be exceeded
     ├── ReleaseRefused                  a central campaign's release policy forbids this release now
+    ├── TokenQuotaExceeded              an account asked the issuer for more admission tokens than it may get
+    ├── AdmissionTokenRequired          the campaign needs an admission token and the device holds none
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
     ├── CampaignKeyUnavailable          the aggregator cannot use a campaign's key (a server fault; retryable)
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 __all__ = [
     "AccessDenied",
+    "AdmissionTokenRequired",
     "AggregatorUnavailable",
     "AnswerChanged",
     "AuthenticationFailed",
@@ -67,6 +70,7 @@ __all__ = [
     "StateCorrupt",
     "StateDiskFull",
     "StateReadOnly",
+    "TokenQuotaExceeded",
     "TransportError",
     "UnknownCampaign",
 ]
@@ -128,6 +132,24 @@ class ReleaseRefused(DeniableError):
         self.rule = rule
         self.next_release_at = next_release_at
         self.retry_after = retry_after
+
+
+class TokenQuotaExceeded(DeniableError):
+    """The account would get more admission tokens of the campaign than ``limit`` (it has ``issued``)."""
+
+    code = "token_quota_exceeded"
+
+    def __init__(self, message: str, *, issued: int, limit: int, requested: int) -> None:
+        super().__init__(message)
+        self.issued = issued
+        self.limit = limit
+        self.requested = requested
+
+
+class AdmissionTokenRequired(DeniableError):
+    """The campaign accepts reports only with an admission token, and the device has none left for it."""
+
+    code = "admission_token_required"
 
 
 class UnknownCampaign(DeniableError, LookupError):

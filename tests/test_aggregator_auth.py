@@ -15,7 +15,7 @@ from flask import Flask
 from support.server import RunningServer
 
 from deniable.aggregator.app import create_app
-from deniable.aggregator.auth import ADMIN, ANALYST, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS, role_of_token
+from deniable.aggregator.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS, role_of_token
 
 
 def make_app(data_dir: str) -> Flask:
@@ -43,7 +43,8 @@ def server(aggregator: RunningServer) -> RunningServer:
 
 def test_the_table_classifies_every_route() -> None:
     assert {endpoint for _, _, endpoint in ROUTES} == set(ROUTE_ACCESS)
-    assert set(ROUTE_ACCESS.values()) <= {PUBLIC, ANALYST, ADMIN}
+    assert set(ROUTE_ACCESS.values()) <= {PUBLIC, ANALYST, ADMIN, ISSUER}
+    assert ROUTE_ACCESS["tokens.issue"] == ISSUER  # the app's backend only
     assert ROUTE_ACCESS["health.healthz"] == PUBLIC
     assert ROUTE_ACCESS["reports.submit"] == PUBLIC  # devices are anonymous
     assert ROUTE_ACCESS["campaigns.create"] == ROUTE_ACCESS["campaigns.close"] == ADMIN
@@ -74,7 +75,13 @@ def test_route_refuses_what_it_should(server: RunningServer, rule: str, method: 
         lower = server.request(method, path, role="analyst")
         assert lower.status_code == 403
         assert lower.json()["error"]["code"] == "forbidden" and "admin" in lower.json()["error"]["message"]
-    for role in ("admin", "analyst") if needed == ANALYST else ("admin",):
+    if needed == ISSUER:
+        for role in ("admin", "analyst"):
+            other = server.request(method, path, role=role)
+            assert other.status_code == 403 and "issuer" in other.json()["error"]["message"], role
+    else:
+        assert server.request(method, path, role="issuer").status_code == 403  # it opens its route only
+    for role in {ANALYST: ("admin", "analyst"), ADMIN: ("admin",), ISSUER: ("issuer",)}[needed]:
         allowed = server.request(method, path, role=role, json={})
         assert allowed.status_code not in (401, 403), (role, allowed.text)
 

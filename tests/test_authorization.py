@@ -26,11 +26,12 @@ from support.server import RunningServer
 from werkzeug.routing import Rule
 
 from deniable.aggregator import create_app
-from deniable.aggregator.auth import ADMIN, ANALYST, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
+from deniable.aggregator.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
 
 CAMPAIGN = "auth-target"
 IGNORED_METHODS = {"HEAD", "OPTIONS"}
-LOWER_ROLE = {ADMIN: ANALYST, ANALYST: None}
+#: Tokens that must get 403 on a route of each role (the issuer role stands apart: it opens its route only).
+REFUSED_ROLES = {ADMIN: (ANALYST, ISSUER), ANALYST: (ISSUER,), ISSUER: (ADMIN, ANALYST)}
 
 
 def _rules(tmp_path: Path) -> list[Rule]:
@@ -64,8 +65,8 @@ def test_every_rule_of_the_url_map_is_in_the_one_table(tmp_path: Path) -> None:
     endpoints = {rule.endpoint for rule in _rules(tmp_path)}
     assert endpoints - set(ROUTE_ACCESS) == set(), "routes without an access rule"
     assert set(ROUTE_ACCESS) - endpoints == set(), "access rules naming no route (stale entries)"
-    assert set(ROUTE_ACCESS.values()) <= {PUBLIC, ANALYST, ADMIN}
-    assert {ADMIN, ANALYST, PUBLIC} <= set(ROUTE_ACCESS.values()), "the walk must cover all three classes"
+    assert set(ROUTE_ACCESS.values()) <= {PUBLIC, ANALYST, ADMIN, ISSUER}
+    assert {ADMIN, ANALYST, PUBLIC, ISSUER} <= set(ROUTE_ACCESS.values()), "the walk must cover all four classes"
 
 
 def _assert_json_error(response: Any, status: int) -> None:
@@ -91,9 +92,7 @@ def test_non_public_routes_refuse_missing_wrong_and_lower_role_tokens(
             ({"Authorization": "Bearer wrong-" + aggregator.admin_token}, 401),
             ({"Authorization": "Bearer " + aggregator.admin_token[:-1]}, 401),
         ]
-        lower = LOWER_ROLE[needed]
-        if lower is not None:
-            refusals.append((aggregator.auth(lower), 403))
+        refusals += [(aggregator.auth(role), 403) for role in REFUSED_ROLES[needed]]
         for headers, status in refusals:
             response = aggregator.request(method, path, headers=headers, json=body)
             _assert_json_error(response, status)
@@ -112,7 +111,7 @@ def test_the_right_role_passes_and_admin_passes_analyst_routes(
     for endpoint, method, path, needed in _cases(tmp_path):
         if needed == PUBLIC or endpoint == "campaigns.close":
             continue
-        roles = [ADMIN] if needed == ADMIN else [ANALYST, ADMIN]
+        roles = {ADMIN: [ADMIN], ANALYST: [ANALYST, ADMIN], ISSUER: [ISSUER]}[needed]
         for role in roles:
             response = aggregator.request(method, path, role=role, json={"not": "a valid body"})
             assert response.status_code not in (401, 403), (endpoint, role, response.text)

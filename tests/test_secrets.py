@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from cryptography.hazmat.primitives import serialization
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
@@ -38,6 +39,8 @@ from deniable.client.state import SECRET_FILE
 
 LABELS = ["ans-zq7-never", "ans-zq7-rarely", "ans-zq7-often"]
 USER_AGENT = "secret-scan-agent/9.9"
+#: The app backend's name of the user who gets admission tokens: the aggregator stores only an HMAC of it.
+ACCOUNT = "account-zq7-alice@example.org"
 
 pytestmark = pytest.mark.slow
 
@@ -116,9 +119,21 @@ def _run_scenario(server: RunningServer, tmp_path: Path, seen: list[str]) -> lis
 
     seen_by_client: list[str] = []
     transport = CollectingTransport(server.url, seen_by_client)
+    server.create_campaign(
+        id="s-tokens", question="How often?", categories=LABELS, epsilon=1.0, admission={"tokens_per_account": 2}
+    )
+
+    def issue(requests: list[str]) -> list[str]:  # the app's backend, which knows the account
+        body = {"account": ACCOUNT, "token_requests": requests}
+        answer = server.post("/api/v1/campaigns/s-tokens/tokens", role="issuer", json=body)
+        assert answer.status_code == 200, answer.text
+        return list(answer.json()["token_responses"])
+
     with Client(server.url, tmp_path / "device", transport=transport) as device:
         device.submit("s-grr", LABELS[2], groups={"country": "FR"})
         device.submit("s-olh", LABELS[1])
+        assert device.obtain_tokens("s-tokens", 2, issue) == 2
+        device.submit("s-tokens", LABELS[0])
         device.flush()
     fleet = simulate_fleet(server.url, "s-olh", [LABELS[0], LABELS[2]] * 20, transport=transport)
     assert fleet.accepted == 40
@@ -135,11 +150,12 @@ def _run_scenario(server: RunningServer, tmp_path: Path, seen: list[str]) -> lis
 def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     log_path = tmp_path / "server.log"
-    no_tokens = {"DENIABLE_ADMIN_TOKEN": "", "DENIABLE_ANALYST_TOKEN": ""}
+    no_tokens = {"DENIABLE_ADMIN_TOKEN": "", "DENIABLE_ANALYST_TOKEN": "", "DENIABLE_ISSUER_TOKEN": ""}
     server = start_server(data_dir, workers=2, log_path=log_path, extra_env=no_tokens)
     try:
         server.admin_token = (data_dir / "tokens" / "admin.token").read_text().strip()
         server.analyst_token = (data_dir / "tokens" / "analyst.token").read_text().strip()
+        server.issuer_token = (data_dir / "tokens" / "issuer.token").read_text().strip()
         assert len(server.admin_token) >= 40 and server.admin_token != server.analyst_token
         seen: list[str] = []
         envelopes = _run_scenario(server, tmp_path, seen)
@@ -154,7 +170,7 @@ def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
     # -- file modes ------------------------------------------------------------------------------------
     assert _mode(data_dir) == 0o700
     secret_files = sorted((data_dir / "tokens").glob("*.token")) + sorted((data_dir / "keys").glob("*.key"))
-    assert len(secret_files) == 2 + 4
+    assert len(secret_files) == 3 + 5
     for path in [*secret_files, data_dir / "deniable.sqlite3"]:
         assert _mode(path) == 0o600, (path, oct(_mode(path)))
     for directory in (data_dir / "tokens", data_dir / "keys"):
@@ -166,11 +182,20 @@ def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
     assert _mode(device_dir / SECRET_FILE) == 0o600
 
     # -- what must never appear -------------------------------------------------------------------------
-    secrets_ = {"admin token": [server.admin_token], "analyst token": [server.analyst_token]}
+    secrets_ = {
+        "admin token": [server.admin_token],
+        "analyst token": [server.analyst_token],
+        "issuer token": [server.issuer_token],
+    }
     for path in sorted((data_dir / "keys").glob("*.key")):
         raw = load_private_key(data_dir, path.stem)
         assert len(raw) == 32
         secrets_[f"private key {path.stem}"] = _encodings(raw)
+    for path in sorted((data_dir / "keys").glob("*.issuer.pem")):
+        pem = path.read_bytes()
+        assert _mode(path) == 0o600
+        d = serialization.load_pem_private_key(pem, None).private_numbers().d  # type: ignore[union-attr]
+        secrets_[f"issuer key {path.name}"] = [f"{d:x}", pem.splitlines()[2].decode()]
     secrets_["device secret"] = _encodings((device_dir / SECRET_FILE).read_bytes())
     never_logged = {
         "category label": LABELS,
@@ -178,6 +203,7 @@ def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
         "pseudonym": [e["pseudonym"] for e in envelopes],
         "client address": ["127.0.0.1"],
         "user agent": [USER_AGENT, "deniable-client/"],
+        "issuer account": [ACCOUNT],
     }
 
     responses = "\n".join(seen)
@@ -197,6 +223,7 @@ def test_no_secret_in_files_responses_logs_or_store(tmp_path: Path) -> None:
             assert value not in client_view, f"{what} {value[:20]!r} in the server log"
 
     store = b"".join(p.read_bytes() for p in sorted(data_dir.glob("deniable.sqlite3*")))
-    for what, values in {**secrets_, "client address": ["127.0.0.1"], "user agent": [USER_AGENT]}.items():
+    stored_never = {"client address": ["127.0.0.1"], "user agent": [USER_AGENT], "issuer account": [ACCOUNT]}
+    for what, values in {**secrets_, **stored_never}.items():
         for value in values:
             assert value.encode() not in store, f"{what} in the SQLite store"

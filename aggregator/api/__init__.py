@@ -18,8 +18,9 @@ from deniable.aggregator.api.health import bp as health
 from deniable.aggregator.api.openapi import bp as openapi
 from deniable.aggregator.api.releases import bp as releases
 from deniable.aggregator.api.reports import bp as reports
+from deniable.aggregator.api.tokens import bp as tokens
 
 __all__ = ["BLUEPRINTS"]
 
 #: Every blueprint of the app, in registration order.
-BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, dashboard, home)
+BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, tokens, dashboard, home)

@@ -14,6 +14,7 @@ import numpy as np
 
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.mechanisms import OLHReport
+from deniable.shared.tokens import Token
 
 __all__ = ["device_reports", "seal_reports", "simulate_envelopes", "upload"]
 
@@ -56,14 +57,16 @@ def seal_reports(
     *,
     rng: np.random.Generator,
     groups: Sequence[Mapping[str, str]] | None = None,
+    tokens: Sequence[Token] | None = None,
 ) -> list[dict[str, Any]]:
-    """Seal already randomized device reports (central: values), one fresh device each."""
+    """Seal already randomized device reports (central: values), one fresh device each (``tokens``: the
+    admission token each report spends, for campaigns that require one)."""
     cfg = _config(config)
     public_key = cfg.public_key_bytes
     envelopes = []
     for i, report in enumerate(reports):
         group = dict(groups[i]) if groups is not None else {field: "all" for field in cfg.group_fields}
-        payload = cfg.make_payload(report, group)
+        payload = cfg.make_payload(report, group, token=None if tokens is None else tokens[i])
         secret = rng.bytes(32)
         report_id = rng.bytes(16).hex()
         envelope = cfg.seal(payload, device_secret=secret, report_id=report_id, public_key=public_key)

@@ -52,6 +52,7 @@ class RunningServer:
         admin_token: str,
         analyst_token: str,
         workers: int,
+        issuer_token: str | None = None,
         threads: int,
         log_path: Path,
         extra_env: dict[str, str] | None = None,
@@ -61,6 +62,7 @@ class RunningServer:
         self.port = port
         self.admin_token = admin_token
         self.analyst_token = analyst_token
+        self.issuer_token = issuer_token or "issuer-" + secrets.token_urlsafe(24)
         self.workers = workers
         self.threads = threads
         self.log_path = Path(log_path)
@@ -90,6 +92,7 @@ class RunningServer:
             **os.environ,
             "DENIABLE_ADMIN_TOKEN": self.admin_token,
             "DENIABLE_ANALYST_TOKEN": self.analyst_token,
+            "DENIABLE_ISSUER_TOKEN": self.issuer_token,
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
         }
@@ -152,10 +155,10 @@ class RunningServer:
     # -- HTTP ----------------------------------------------------------------------------------------
 
     def auth(self, role: str | None) -> dict[str, str]:
-        """The ``Authorization`` header of ``role`` (``"admin"``, ``"analyst"`` or None for none)."""
+        """The ``Authorization`` header of ``role`` (``"admin"``, ``"analyst"``, ``"issuer"`` or None)."""
         if role is None:
             return {}
-        token = {"admin": self.admin_token, "analyst": self.analyst_token}[role]
+        token = {"admin": self.admin_token, "analyst": self.analyst_token, "issuer": self.issuer_token}[role]
         return {"Authorization": f"Bearer {token}"}
 
     def request(self, method: str, path: str, *, role: str | None = None, **kwargs: Any) -> requests.Response:
