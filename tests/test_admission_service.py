@@ -4,20 +4,25 @@ foreign, missing and double-spent tokens in the report's own transaction."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
 from support.reports import seal_reports
 from support.server import RunningServer
 
 from deniable.aggregator.store import Store
 from deniable.client import AdmissionTokenRequired, Client, InvalidConfig
 from deniable.shared.campaign import CampaignConfig
-from deniable.shared.tokens import Token, TokenRequest
+from deniable.shared.tokens import Token, TokenRequest, b64url_decode
 
 CATEGORIES = ["no", "yes", "unsure"]
+PSS48 = padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=48)
 
 
 def _campaign(server: RunningServer, campaign_id: str, per_account: int = 3, **fields: object) -> CampaignConfig:
@@ -43,11 +48,20 @@ def _backend(server: RunningServer, campaign_id: str, account: str) -> Callable[
     return issue
 
 
-def _tokens(server: RunningServer, config: CampaignConfig, account: str, count: int) -> list[Token]:
+def _tokens(
+    server: RunningServer, config: CampaignConfig, account: str, count: int, seen: list[bytes] | None = None
+) -> list[Token]:
+    """``count`` tokens for ``account``, each checked with cryptography's standard RSASSA-PSS verification;
+    ``seen`` collects what the issuer received and answered."""
     assert config.admission is not None
     requests = [TokenRequest.create(config.id, config.admission) for _ in range(count)]
     responses = _backend(server, config.id, account)([r.text for r in requests])
-    return [r.finalize(config.admission, s) for r, s in zip(requests, responses, strict=True)]
+    tokens = [r.finalize(config.admission, s) for r, s in zip(requests, responses, strict=True)]
+    for token in tokens:
+        config.admission.public_key.verify(token.raw[-256:], token.raw[:-256], PSS48, hashes.SHA384())
+    if seen is not None:
+        seen += [r.request for r in requests] + [bytes(b64url_decode(s) or b"") for s in responses]
+    return tokens
 
 
 def _post(server: RunningServer, campaign_id: str, envelopes: list[dict]) -> dict:
@@ -177,3 +191,31 @@ def test_a_device_refuses_tokens_of_a_campaign_without_admission(aggregator: Run
     aggregator.create_campaign(id="tokens-plain", question="?", categories=["a", "b"], epsilon=1.0)
     with Client(aggregator.url, tmp_path / "device") as device, pytest.raises(InvalidConfig, match="no admission"):
         device.request_tokens("tokens-plain", 1)
+
+
+def _windows(data: bytes, width: int = 8) -> set[bytes]:
+    return {data[i : i + width] for i in range(len(data) - width + 1)}
+
+
+def test_what_the_issuer_and_the_aggregator_stored_shares_nothing_that_links_them(aggregator: RunningServer) -> None:
+    """The issuer's view (the requests and answers it saw, its quota rows) against the aggregator's view (the
+    envelopes it received, its spent-token and report rows): no 8-byte run in common."""
+    config = _campaign(aggregator, "tokens-views", per_account=2)
+    issuer_seen: list[bytes] = []
+    tokens = [t for i in range(3) for t in _tokens(aggregator, config, f"person-{i}", 2, issuer_seen)]
+    envelopes = seal_reports(config, [0, 1, 2, 0, 1, 2], rng=np.random.default_rng(9), tokens=tokens)
+    assert _post(aggregator, "tokens-views", envelopes)["accepted"] == 6
+    db = sqlite3.connect(aggregator.data_dir / "deniable.sqlite3")
+    try:
+        where = "WHERE campaign_id = 'tokens-views'"
+        accounts = db.execute(f"SELECT account, issued FROM token_accounts {where}").fetchall()
+        spent = [row[0] for row in db.execute(f"SELECT nonce FROM spent_tokens {where}")]
+        reports = db.execute(f"SELECT report_id, pseudonym, report_json FROM reports {where}")
+        stored = [b"".join(bytes(x) if isinstance(x, bytes) else x.encode() for x in row) for row in reports]
+    finally:
+        db.close()
+    assert [issued for _, issued in accounts] == [2, 2, 2] and len(spent) == 6
+    assert sorted(spent) == sorted(t.nonce for t in tokens)  # the aggregator keeps the nonces, nothing else
+    issuer_view = _windows(b"".join(issuer_seen + [account for account, _ in accounts]))
+    aggregator_view = b"".join(spent + stored + [json.dumps(e).encode() for e in envelopes] + [t.raw for t in tokens])
+    assert not issuer_view & _windows(aggregator_view)

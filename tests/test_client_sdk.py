@@ -108,8 +108,9 @@ def make_client(server: Server, tmp_path: Path) -> Iterator[Callable[..., Client
 def test_public_names_are_pinned() -> None:
     assert sorted(deniable.client.__all__) == sorted(
         [
-            "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError", "DeniableError",
-            "DeviceStateError", "ExpiredReport", "FleetResult", "ForgetWarning", "Forgotten", "PendingReport",
+            "AdmissionTokenRequired", "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError",
+            "DeniableError", "DeviceStateError", "ExpiredReport", "FleetResult", "ForgetWarning", "Forgotten",
+            "PendingReport", "TokenBatch",
             "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
             "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
             "default_state_dir", "simulate_fleet",
