@@ -19,6 +19,7 @@ from support.server import RunningServer
 from deniable.aggregator.store import Store
 from deniable.client import AdmissionTokenRequired, Client, InvalidConfig
 from deniable.shared.campaign import CampaignConfig
+from deniable.shared.envelope import seal
 from deniable.shared.tokens import Token, TokenRequest, b64url_decode
 
 CATEGORIES = ["no", "yes", "unsure"]
@@ -62,6 +63,22 @@ def _tokens(
     if seen is not None:
         seen += [r.request for r in requests] + [bytes(b64url_decode(s) or b"") for s in responses]
     return tokens
+
+
+def _without_token(config: CampaignConfig, values: list[int], rng: np.random.Generator) -> list[dict]:
+    """Envelopes of valid reports that carry no token, padded to the campaign's length as a forger would."""
+    mechanism = config.build_mechanism()
+    return [
+        seal(
+            {"report": mechanism.encode_report(v), "groups": {}},
+            campaign_id=config.id,
+            public_key=config.public_key_bytes,
+            device_secret=rng.bytes(32),
+            padded_length=config.padded_length,
+            version=config.format_version,
+        ).to_json()
+        for v in values
+    ]
 
 
 def _post(server: RunningServer, campaign_id: str, envelopes: list[dict]) -> dict:
@@ -127,8 +144,7 @@ def test_forged_foreign_missing_and_double_spent_tokens_are_rejected(aggregator:
     replay = _post(aggregator, "tokens-attack", seal_reports(config, [2], rng=rng, tokens=[good[1]]))
     assert replay["rejected"] == 1 and "already spent" in replay["results"][0]["reason"]
     # No token at all, or a payload without the field: refused; a legitimate retry stays a duplicate.
-    local = CampaignConfig.from_json({**config.to_json(), "admission": None})
-    bare = _post(aggregator, "tokens-attack", seal_reports(local, [1], rng=rng))
+    bare = _post(aggregator, "tokens-attack", _without_token(config, [1], rng))
     assert bare["rejected"] == 1 and "'token'" in bare["results"][0]["reason"]
     assert aggregator.estimate("tokens-attack")["n"] == 3
     store = Store(aggregator.data_dir / "deniable.sqlite3")
@@ -143,9 +159,8 @@ def test_forged_devices_without_accounts_move_nothing(aggregator: RunningServer)
     rng = np.random.default_rng(8)
     assert _post(aggregator, "tokens-flood", seal_reports(config, [0] * 5, rng=rng, tokens=honest))["accepted"] == 5
     before = aggregator.estimate("tokens-flood")
-    local = CampaignConfig.from_json({**config.to_json(), "admission": None})
     for _ in range(2):
-        flood = _post(aggregator, "tokens-flood", seal_reports(local, [1] * 500, rng=rng))
+        flood = _post(aggregator, "tokens-flood", _without_token(config, [1] * 500, rng))
         assert flood["rejected"] == 500
     fake = [Token(honest[0].raw[:2] + rng.bytes(32) + honest[0].raw[34:-256] + rng.bytes(256)) for _ in range(50)]
     assert _post(aggregator, "tokens-flood", seal_reports(config, [1] * 50, rng=rng, tokens=fake))["rejected"] == 50
@@ -205,6 +220,7 @@ def test_what_the_issuer_and_the_aggregator_stored_shares_nothing_that_links_the
     tokens = [t for i in range(3) for t in _tokens(aggregator, config, f"person-{i}", 2, issuer_seen)]
     envelopes = seal_reports(config, [0, 1, 2, 0, 1, 2], rng=np.random.default_rng(9), tokens=tokens)
     assert _post(aggregator, "tokens-views", envelopes)["accepted"] == 6
+    assert len({len(e["ct"]) for e in envelopes}) == 1  # the token is padded for: every envelope one size
     db = sqlite3.connect(aggregator.data_dir / "deniable.sqlite3")
     try:
         where = "WHERE campaign_id = 'tokens-views'"
