@@ -12,7 +12,8 @@ instead
    campaign's public key (a key file is made durable before its campaign row is committed, and never
    changes afterwards, so every campaign of the snapshot has its key on disk when step 3 reads it);
 3. writes one tar archive ``FILE`` holding ``manifest.json`` (format, time, schema version, campaigns,
-   SHA-256 of every member), ``deniable.sqlite3``, ``keys/*.key`` and ``tokens/*.token``. It is created
+   SHA-256 of every member), ``deniable.sqlite3``, ``keys/*.key`` (and the admission-token issuer keys
+   ``keys/*.issuer.pem`` of campaigns that have one) and ``tokens/*.token``. It is created
    with mode 0600 (it holds every secret of the data dir), fsynced, renamed into place and its directory
    fsynced.
 
@@ -111,7 +112,7 @@ def _contents(database: Path) -> tuple[dict[str, bytes], int]:
 def backup_data_dir(data_dir: Path, target: Path) -> BackupSummary:
     """Write a backup of ``data_dir`` (the server may be running) to ``target``; see the module docstring."""
     from deniable.aggregator.keyring import Keyring
-    from deniable.aggregator.secret_files import key_path, token_paths
+    from deniable.aggregator.secret_files import issuer_key_path, key_path, token_paths
 
     data_dir = Path(data_dir).resolve()
     target = Path(target).resolve()
@@ -134,6 +135,7 @@ def backup_data_dir(data_dir: Path, target: Path) -> BackupSummary:
         )
         members: list[tuple[str, Path]] = [(DATABASE_NAME, snapshot)]
         key_files = [(f"keys/{cid}.key", key_path(data_dir, cid)) for cid in campaigns]
+        key_files += [(f"keys/{cid}.issuer.pem", issuer_key_path(data_dir, cid)) for cid in campaigns]
         members += [(name, path) for name, path in key_files if path.is_file()]
         members += [(f"tokens/{p.name}", p) for p in token_paths(data_dir).values() if p.is_file()]
         manifest = {
@@ -185,7 +187,7 @@ def _allowed(name: str) -> bool:
     return (
         len(parts) == 2
         and parts[0] in ("keys", "tokens")
-        and parts[1].endswith(".key" if parts[0] == "keys" else ".token")
+        and parts[1].endswith((".key", ".issuer.pem") if parts[0] == "keys" else ".token")
         and not parts[1].startswith(".")
         and "\\" not in parts[1]
     )

@@ -235,3 +235,24 @@ def test_what_the_issuer_and_the_aggregator_stored_shares_nothing_that_links_the
     issuer_view = _windows(b"".join(issuer_seen + [account for account, _ in accounts]))
     aggregator_view = b"".join(spent + stored + [json.dumps(e).encode() for e in envelopes] + [t.raw for t in tokens])
     assert not issuer_view & _windows(aggregator_view)
+
+
+def test_a_backup_keeps_the_issuer_key_so_the_restored_campaign_still_issues(tmp_path: Path) -> None:
+    from deniable.aggregator.backup import backup_data_dir, restore_data_dir
+    from deniable.aggregator.service import Service
+
+    source = tmp_path / "src"
+    created = Service(source, database=source / "deniable.sqlite3").create_campaign(
+        {"id": "bk-tokens", "question": "q", "categories": ["a", "b"], "epsilon": 1.0,
+         "admission": {"tokens_per_account": 2}}
+    )  # fmt: skip
+    config = CampaignConfig.from_json(created)
+    assert config.admission is not None
+    summary = backup_data_dir(source, tmp_path / "b.tar")
+    assert (summary.campaigns, summary.keys, summary.key_problems) == (1, 2, ())  # HPKE key and issuer key
+    restored = restore_data_dir(tmp_path / "b.tar", tmp_path / "dst")
+    assert restored.keys == 2
+    service = Service(tmp_path / "dst", database=tmp_path / "dst" / "deniable.sqlite3")
+    request = TokenRequest.create(config.id, config.admission)
+    answer = service.issue_tokens(config.id, {"account": "a", "token_requests": [request.text]})
+    request.finalize(config.admission, answer["token_responses"][0]).verify(config.admission, config.id)

@@ -154,9 +154,9 @@ def test_restore_refuses_a_data_dir_with_a_database_and_a_damaged_backup(tmp_pat
     tokens = ensure_tokens(source)
     target = tmp_path / "b.tar"
     summary = backup_data_dir(source, target)
-    assert (summary.campaigns, summary.keys, summary.tokens, summary.key_problems) == (1, 1, 2, ())
+    assert (summary.campaigns, summary.keys, summary.tokens, summary.key_problems) == (1, 1, 3, ())
     restored = restore_data_dir(target, tmp_path / "copy")
-    assert (restored.campaigns, restored.keys, restored.tokens) == (1, 1, 2)
+    assert (restored.campaigns, restored.keys, restored.tokens) == (1, 1, 3)
     again = ensure_tokens(tmp_path / "copy")
     assert (again.admin, again.analyst, again.generated) == (tokens.admin, tokens.analyst, ())  # the same tokens
     with pytest.raises(BackupError, match="already holds a database"):
