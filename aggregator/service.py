@@ -95,12 +95,6 @@ def _issue_body(body: object) -> tuple[str, list[Any]]:
     return account, requests
 
 
-class CampaignExists(DeniableError):
-    """A campaign with this id already exists (HTTP 409)."""
-
-    code = "campaign_exists"
-
-
 def config_of(record: CampaignRecord) -> CampaignConfig:
     """The campaign's descriptor with its current status."""
     return CampaignConfig.from_json({**record.config, "status": record.status})
