@@ -20,12 +20,14 @@ that is not a verdict on the report; ``deniable flush`` later delivers it, nothi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import re
 import sys
 import time
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -309,13 +311,21 @@ def _flush(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remembered_url(state_dir: Path) -> str | None:
+@contextlib.contextmanager
+def _reading(state_dir: Path) -> Iterator[DeviceState]:
+    """The device state of ``state_dir`` for a command that only reads it (no network, nothing spent or
+    sent); its storage errors are ``DeviceStateError`` s."""
     with state_errors(state_dir):
         state = DeviceState(state_dir)
         try:
-            return state.aggregator_url()
+            yield state
         finally:
             state.close()
+
+
+def _remembered_url(state_dir: Path) -> str | None:
+    with _reading(state_dir) as state:
+        return state.aggregator_url()
 
 
 def _pending(args: argparse.Namespace) -> int:
@@ -324,13 +334,9 @@ def _pending(args: argparse.Namespace) -> int:
     rejected = expired = 0
     if (state_dir / DB_FILE).exists():
         try:
-            with state_errors(state_dir):
-                state = DeviceState(state_dir)  # read only: no network, nothing spent or sent
-                try:
-                    waiting = state.pending_reports(OUTBOX_MAX_AGE_DEFAULT)
-                    rejected, expired = len(state.rejections()), len(state.expired())
-                finally:
-                    state.close()
+            with _reading(state_dir) as state:
+                waiting = state.pending_reports(OUTBOX_MAX_AGE_DEFAULT)
+                rejected, expired = len(state.rejections()), len(state.expired())
         except DeniableError as exc:
             return _fail("pending", exc)
     if args.json:
@@ -367,15 +373,10 @@ def _ledger(args: argparse.Namespace) -> int:
         return 1
     if (state_dir / DB_FILE).exists() or (state_dir / SECRET_FILE).exists():  # a secret alone: LedgerLost
         try:
-            with state_errors(state_dir):
-                state = DeviceState(state_dir)  # read only: no network, nothing spent
-                try:
-                    spends, pending, expired = state.spent(), state.pending(), state.expired_counts()
-                finally:
-                    state.close()
+            with _reading(state_dir) as state:
+                spends, pending, expired = state.spent(), state.pending(), state.expired_counts()
         except DeniableError as exc:
-            print(f"deniable ledger: {exc}", file=sys.stderr)
-            return 1
+            return _fail("ledger", exc)
     else:
         spends, pending, expired = [], 0, {}  # no device state yet: nothing was ever spent or created
     ledger = build_ledger(spends, lifetime, cap, expired)

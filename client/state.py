@@ -720,6 +720,21 @@ def _ledger_lost_message(path: Path | None) -> str:
     )
 
 
+#: What to do about a state dir that cannot be used (SDK argument, CLI flag).
+_ANOTHER_DIR = "choose another state dir (state_dir=..., CLI: --state-dir DIR)"
+
+
+def _disk_full(where: str, reason: str) -> StateDiskFull:
+    return StateDiskFull(
+        f"{where} is on a full disk ({reason}); nothing was changed by this call and nothing queued was lost. "
+        "Free some space and try again"
+    )
+
+
+def _read_only(where: str, reason: str) -> StateReadOnly:
+    return StateReadOnly(f"{where} cannot be written ({reason}); give this user write access to it, or {_ANOTHER_DIR}")
+
+
 @contextlib.contextmanager
 def state_errors(path: Path | None) -> Iterator[None]:
     """Turn the storage errors of the state (``sqlite3.Error``, ``OSError``) into :class:`DeviceStateError`
@@ -736,15 +751,9 @@ def state_errors(path: Path | None) -> Iterator[None]:
         code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
         text = str(exc)
         if code == sqlite3.SQLITE_FULL or "disk is full" in text:
-            raise StateDiskFull(
-                f"{where} is on a full disk ({text}); nothing was changed by this call and nothing queued "
-                "was lost. Free some space and try again"
-            ) from exc
+            raise _disk_full(where, text) from exc
         if code == sqlite3.SQLITE_READONLY or "readonly" in text or "read-only" in text:
-            raise StateReadOnly(
-                f"{where} cannot be written ({text}); give this user write access to it, or choose another "
-                "state dir (state_dir=..., CLI: --state-dir DIR)"
-            ) from exc
+            raise _read_only(where, text) from exc
         if _is_busy(exc):
             raise StateBusy(
                 f"{where} is held by another process for longer than {STATE_BUSY_TIMEOUT:g} s ({text}); "
@@ -756,23 +765,13 @@ def state_errors(path: Path | None) -> Iterator[None]:
             ) from exc
         if code == sqlite3.SQLITE_CANTOPEN or "unable to open" in text:
             raise StateReadOnly(
-                f"{where} cannot be opened ({text}); check that it exists and is writable, or choose "
-                "another state dir (state_dir=..., CLI: --state-dir DIR)"
+                f"{where} cannot be opened ({text}); check that it exists and is writable, or {_ANOTHER_DIR}"
             ) from exc
         raise DeviceStateError(f"{where} failed: {text}") from exc
     except OSError as exc:
-        reason = exc.strerror or str(exc)
+        reason = f"{exc.strerror or exc}: {exc.filename or path}"
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StateDiskFull(
-                f"{where} is on a full disk ({reason}); nothing was changed by this call and nothing queued "
-                "was lost. Free some space and try again"
-            ) from exc
+            raise _disk_full(where, reason) from exc
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise StateReadOnly(
-                f"{where} cannot be written ({reason}: {exc.filename or path}); give this user write access "
-                "to it, or choose another state dir (state_dir=..., CLI: --state-dir DIR)"
-            ) from exc
-        raise DeviceStateError(
-            f"{where} cannot be used ({reason}: {exc.filename or path}); check the path, or choose another "
-            "state dir (state_dir=..., CLI: --state-dir DIR)"
-        ) from exc
+            raise _read_only(where, reason) from exc
+        raise DeviceStateError(f"{where} cannot be used ({reason}); check the path, or {_ANOTHER_DIR}") from exc
