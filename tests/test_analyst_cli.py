@@ -162,3 +162,18 @@ def test_plurals_and_tables() -> None:
     assert render_table(["A", "BB"], [["x", 1], ["yyy", 22]], right=(1,)).splitlines() == [
         "A    BB", "---  --", "x     1", "yyy  22",
     ]  # fmt: skip
+
+
+def test_estimate_table_says_why_a_tiny_n_leaves_the_unit_range(server: RunningServer) -> None:
+    """n = 2, both 'yes': the unbiased shares are −58% and 158%; the table keeps them and says why."""
+    from support.reports import seal_reports
+
+    from deniable.shared.campaign import CampaignConfig
+
+    created = server.create_campaign(id="cli-tiny", question="q?", categories=["no", "yes"], epsilon=1.0)
+    upload(server, "cli-tiny", seal_reports(CampaignConfig.from_json(created), [1, 1], rng=np.random.default_rng(2)))
+    done = run("estimate", "cli-tiny", url=server.url, token=server.analyst_token)
+    assert done.returncode == 0, done.stderr
+    assert "158.2%" in done.stdout and "-58.2%" in done.stdout
+    assert "note: 2 counts outside [0, n]: count and proportion are unbiased" in done.stdout
+    assert "consistent_count is the biased variant" in done.stdout

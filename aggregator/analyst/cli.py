@@ -30,6 +30,7 @@ from deniable.analyst.records import Records
 from deniable.shared.errors import DeniableError
 from deniable.shared.fields import plural
 from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, CAMPAIGN_PAGE_MAX, CAMPAIGN_STATUSES, TIMELINE_BUCKETS
+from deniable.shared.mechanisms.estimate import UNBIASED_NOTE
 
 __all__ = ["register", "render_table"]
 
@@ -317,7 +318,19 @@ def _estimate_table(records: Records) -> str:
     if first.get("round"):
         head += f" (round {first['round']})"
     model = f"{first['trust_model']}, {first['mechanism']}, ε = {_eps(first['epsilon'])}"
-    return f"{head}\n{model}\n" + render_table(headers, rows, right=(2, 3, 4, 5, 6, 7))
+    table = f"{head}\n{model}\n" + render_table(headers, rows, right=(2, 3, 4, 5, 6, 7))
+    outside = [
+        stats["count"] for stats in by_key.values()
+        if "count" in stats and _outside(stats["count"].get("estimate"), stats["count"].get("n"))
+    ]  # fmt: skip
+    if outside and first["trust_model"] == "local":  # said next to the numbers, as the API's body says it
+        table += f"\nnote: {plural(len(outside), 'count')} outside [0, n]: {UNBIASED_NOTE}"
+    return table
+
+
+def _outside(count: Any, n: Any) -> bool:
+    """Whether an unbiased count left [0, n] (possible, and expected at tiny n)."""
+    return isinstance(count, int | float) and isinstance(n, int) and not 0 <= count <= n
 
 
 def _estimate(args: argparse.Namespace) -> int:
