@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
-from deniable.aggregator.batch.run import run_batch
+from deniable.aggregator.batch.run import local_client, run_batch
 from deniable.shared.campaign import CampaignConfig
 
 ROWS_PER_FILE = 1_000_000
@@ -71,8 +71,6 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from dask.distributed import Client, LocalCluster
-
     config = CampaignConfig.create(
         id="bench-batch", question="q", categories=[f"c{i}" for i in range(args.k)], epsilon=1.0,
         mechanism=args.mechanism, group_fields=["country", "device"], public_key=bytes(range(1, 33)),
@@ -86,8 +84,7 @@ def main() -> None:
         rates = {}
         for workers in (1, 2):
             t0 = time.perf_counter()
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-            client = Client(cluster)
+            client = local_client(workers)
             print(f"{workers} worker{'s' if workers > 1 else ''}: cluster up in {time.perf_counter() - t0:.1f} s")
             for label, by in (("recount + check", ()), ("cross-tab country × device", ("country", "device"))):
                 times = []
@@ -101,7 +98,7 @@ def main() -> None:
                 print(f"  {label:28} median {best:6.2f} s  {rate:12,.0f} reports/s  "
                       f"{rate / workers:12,.0f} reports/s per worker")
             client.close()
-            cluster.close()
+            client.cluster.close()
         for label in ("recount + check", "cross-tab country × device"):
             print(f"2 workers / 1 ({label}): {rates[(2, label)] / rates[(1, label)]:.2f}×")
 

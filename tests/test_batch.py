@@ -22,7 +22,7 @@ from support.reports import device_reports, seal_reports, upload
 
 from deniable.aggregator.batch.export import export_campaign
 from deniable.aggregator.batch.kernel import Condition, Plan, tally_table
-from deniable.aggregator.batch.run import parse_condition, run_batch
+from deniable.aggregator.batch.run import local_client, parse_condition, run_batch
 from deniable.aggregator.store import Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -64,13 +64,10 @@ def support_of(config: CampaignConfig, reports: list[Any]) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def dask_client() -> Any:
-    from dask.distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = Client(cluster)
+    client = local_client(2)
     yield client
     client.close()
-    cluster.close()
+    client.cluster.close()
 
 
 @pytest.mark.parametrize(("mechanism", "k"), [("binary-rr", 2), ("grr", 5), ("oue", 11), ("olh", 9)])

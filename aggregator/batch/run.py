@@ -28,7 +28,7 @@ from deniable.aggregator.batch.kernel import OPERATORS, Condition, Partial, Plan
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["PRIVACY_NOTE", "BatchResult", "parse_condition", "run_batch", "tally_file"]
+__all__ = ["PRIVACY_NOTE", "BatchResult", "local_client", "parse_condition", "run_batch", "tally_file"]
 
 PRIVACY_NOTE = (
     "post-processing of ε-LDP reports: every device randomized its answer before it left the device, so "
@@ -89,15 +89,28 @@ def tally_file(path: str, plan: Plan) -> dict[str, Partial]:
     return tally_table(pq.read_table(path), plan)
 
 
-def _client(scheduler: str | None, workers: int | None) -> Any:
+def local_client(workers: int | None = None) -> Any:
+    """A ``dask.distributed`` client of a new local cluster: ``workers`` processes (default one per core),
+    one thread each, bound to 127.0.0.1 on free ports (its HTTP endpoints too, so that two clusters on one
+    machine never collide on the default 8787). Close ``client`` and ``client.cluster`` when done."""
     from dask.distributed import Client, LocalCluster
+
+    cluster = LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=":0",
+    )
+    return Client(cluster)  # type: ignore[no-untyped-call]
+
+
+def _client(scheduler: str | None, workers: int | None) -> Any:
+    from dask.distributed import Client
 
     if scheduler:
         return Client(scheduler)  # type: ignore[no-untyped-call]
-    cluster = LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=None
-    )
-    return Client(cluster)  # type: ignore[no-untyped-call]
+    return local_client(workers)
 
 
 def _estimate_rows(config: Any, cells: Partial, by: Sequence[str], level: float) -> list[dict[str, Any]]:
