@@ -33,16 +33,15 @@ import hashlib
 import io
 import json
 import os
-import secrets
 import sqlite3
 import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from deniable.client.secret_file import DIR_MODE, SECRET_MODE, fsync_directory, write_secret_file
+from deniable.client.secret_file import DIR_MODE, SECRET_MODE, write_secret_file, write_secret_stream
 from deniable.shared.fields import plural
 
 __all__ = ["BACKUP_FORMAT", "BackupError", "BackupSummary", "backup_data_dir", "register", "restore_data_dir"]
@@ -145,20 +144,14 @@ def backup_data_dir(data_dir: Path, target: Path) -> BackupSummary:
             "reports": reports,
             "files": {name: _sha256_file(path) for name, path in members},
         }
-        partial = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                with tarfile.open(fileobj=handle, mode="w") as archive:
-                    _add_bytes(archive, _MANIFEST, json.dumps(manifest, indent=1).encode())
-                    for name, path in members:
-                        _add_file(archive, name, path)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
-        fsync_directory(target.parent)
+
+        def write(handle: BinaryIO) -> None:
+            with tarfile.open(fileobj=handle, mode="w") as archive:
+                _add_bytes(archive, _MANIFEST, json.dumps(manifest, indent=1).encode())
+                for name, path in members:
+                    _add_file(archive, name, path)
+
+        write_secret_stream(target, write)
     keys = sum(name.startswith("keys/") for name, _ in members)
     tokens = sum(name.startswith("tokens/") for name, _ in members)
     return BackupSummary(target, len(campaigns), reports, keys, tokens, problems)
@@ -250,22 +243,16 @@ def _restore_database(archive: tarfile.TarFile, name: str, database: Path, diges
     member = archive.extractfile(name)
     if member is None:
         raise BackupError(f"backup member {name} is not a regular file")
-    partial = database.with_name(f".{database.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
-    sha = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            while chunk := member.read(_CHUNK):
-                sha.update(chunk)
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if sha.hexdigest() != digest:
+
+    def write(handle: BinaryIO) -> None:
+        sha = hashlib.sha256()
+        while chunk := member.read(_CHUNK):
+            sha.update(chunk)
+            handle.write(chunk)
+        if sha.hexdigest() != digest:  # raised before the file is put in place
             raise BackupError(f"backup member {name} does not match its checksum; the backup is damaged")
-        os.replace(partial, database)
-    finally:
-        partial.unlink(missing_ok=True)
-    fsync_directory(database.parent)
+
+    write_secret_stream(database, write)
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["DIR_MODE", "SECRET_MODE", "fsync_directory", "write_secret_file"]
+__all__ = ["DIR_MODE", "SECRET_MODE", "fsync_directory", "write_secret_file", "write_secret_stream"]
 
 SECRET_MODE = 0o600
 DIR_MODE = 0o700
@@ -46,18 +48,21 @@ def write_secret_file(path: Path, data: bytes, *, exclusive: bool = False) -> bo
     is left untouched and False is returned; otherwise the file is replaced and True returned. Raises
     ``OSError`` (the caller turns it into an error of its own layer).
     """
+    return write_secret_stream(path, lambda handle: handle.write(data), exclusive=exclusive)
+
+
+def write_secret_stream(path: Path, write: Callable[[BinaryIO], object], *, exclusive: bool = False) -> bool:
+    """:func:`write_secret_file` for content too large to hold in memory: ``write(handle)`` writes it to the
+    temporary file. If ``write`` raises, nothing is put in place and the exception propagates."""
     path = Path(path)
     path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, SECRET_MODE)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
         if exclusive:
             try:
                 os.link(tmp, path)  # atomic create-if-absent
