@@ -156,8 +156,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(min(int(text), 10**9))
+    if text.isascii() and text.isdigit():  # str.isdigit also takes '²' and other digits int() refuses
+        digits = text.lstrip("0") or "0"
+        return float(min(int(digits), 10**9)) if len(digits) <= 10 else 1e9  # int() refuses > 4300 digits
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

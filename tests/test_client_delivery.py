@@ -308,3 +308,16 @@ def test_the_maximum_age_is_configurable(
     assert client.deliver().expired == 1 and proxy.posts() == []
     with pytest.raises(Exception, match="outbox_max_age"):
         make_client(proxy.url, state_dir=None, outbox_max_age=0)
+
+
+@pytest.mark.parametrize("retry_after", ["9" * 5000, "\u00b2"], ids=["5000 digits", "superscript two"])
+def test_a_retry_after_that_is_not_a_number_keeps_the_report_queued_with_a_typed_error(
+    proxy: FaultyAggregator, campaign: str, make_client: Callable[..., Client], retry_after: str
+) -> None:
+    # a proxy's (or an attacker's) Retry-After: int() of it raised a raw ValueError out of deliver()
+    client = make_client(proxy.url)
+    client.submit(campaign, "b")
+    proxy.script(_error(429, "rate_limited", **{"Retry-After": retry_after}), times=3)
+    result = client.deliver()
+    assert isinstance(result.failure, RateLimited)
+    assert result.pending == 1
