@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: test demo demo-dashboard chromium lint fuzz bench soak clean
+.PHONY: test js-test demo demo-dashboard chromium lint fuzz bench soak clean
 
 # Installs pinned to the versions the suite last passed with (.ci/constraints.txt).
 $(STAMP): pyproject.toml .ci/constraints.txt
@@ -13,8 +13,18 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium js-test
 	$(BIN)/python -m pytest
+
+# The JavaScript device client (js/): its Node tests check it against tests/vectors/ (npm ci installs the
+# locked packages). Without node the JS tests cannot run: a warning on a developer machine, a failure
+# under CI=true.
+js-test:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		cd js && npm ci --no-audit --no-fund --loglevel=error && node --test test/; \
+	else \
+		echo "node/npm are missing: the JavaScript client's tests (js/) did not run"; test "$$CI" != true; \
+	fi
 
 # The dashboard's browser tests drive Debian's chromium through Playwright (never a browser Playwright
 # downloads). Installed only when missing (as root, as on CI); where it cannot be installed the browser
