@@ -17,6 +17,7 @@ Configuration keys (all optional except ``DATA_DIR``):
                         (default 256 MiB)
 ``SECURE_COOKIES``      mark the dashboard's cookies ``Secure`` even when the request came over plain HTTP
                         (behind a TLS-terminating proxy; default: only when the request itself is HTTPS)
+``MAX_GROUP_VALUES``    most distinct values of a group field without declared values (default 1000)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from deniable.aggregator.bodies import install_query_check
 from deniable.aggregator.http_errors import register_error_handlers
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
+from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT
 
 __all__ = ["DATABASE_NAME", "DEFAULTS", "create_app"]
 
@@ -42,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
     "MAX_BATCH": 1000,
     "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
+    "MAX_GROUP_VALUES": MAX_GROUP_VALUES_DEFAULT,
     "ADMIN_TOKEN": None,
     "ANALYST_TOKEN": None,
     "SECURE_COOKIES": False,
@@ -65,7 +68,10 @@ def create_app(config: Mapping[str, Any]) -> Flask:
         issuer=app.config["ISSUER_TOKEN"],
     )
     app.extensions["deniable"] = Service(
-        data_dir, database=data_dir / DATABASE_NAME, max_batch=int(app.config["MAX_BATCH"])
+        data_dir,
+        database=data_dir / DATABASE_NAME,
+        max_batch=int(app.config["MAX_BATCH"]),
+        max_group_values=int(app.config["MAX_GROUP_VALUES"]),
     )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in BLUEPRINTS:

@@ -1,9 +1,12 @@
 """Reading request bodies and query strings safely: every problem is a 4xx, never a 500.
 
-* Content type other than ``application/json`` → 415.
-* Body over ``MAX_CONTENT_LENGTH`` → 413 (werkzeug stops reading at the limit).
-* Not UTF-8, not JSON, NaN/Infinity, or nested past the interpreter's recursion limit (the C parser
-  raises ``RecursionError`` instead of overflowing the stack) → 400.
+* Content type other than ``application/json``, or a ``charset`` other than UTF-8 (RFC 8259 §8.1: JSON
+  between systems is UTF-8; a body labelled UTF-16 would otherwise be read as UTF-8) → 415.
+* Body over ``MAX_CONTENT_LENGTH`` → 413 (the serving front stops reading at the limit).
+* Not UTF-8, not JSON, a duplicate key, NaN/Infinity, or nested past the interpreter's recursion limit
+  → 400. The parser is the one strict parser of the decrypted payloads
+  (:func:`deniable.shared.envelope.parse_json`), so that a body and a payload cannot disagree on what a
+  document says (``{"id": "a", "id": "b"}`` would otherwise create ``b``).
 * A body of the wrong JSON type (an array where an object is expected) → 400 (:func:`json_object`).
 * A query parameter the route does not take → 400 naming the ones it takes: a typo (``?groupby=``) or an
   unsupported option (``?format=csv``) must not silently answer something else. A view declares its query
@@ -14,13 +17,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from flask import Flask, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
+
+from deniable.shared.envelope import parse_json
+from deniable.shared.errors import InvalidReport
 
 __all__ = [
     "install_query_check",
@@ -74,16 +79,18 @@ def _arg(name: str) -> str | None:
     return request.args.get(name)
 
 
-def _reject_constant(name: str) -> Any:
-    raise BadRequest(f"the request body contains {name}, which is not valid JSON; send finite numbers")
-
-
 def json_body() -> Any:
     """The request's JSON document (any JSON type; callers check the shape)."""
     if request.mimetype != "application/json":
         shown = request.mimetype or "none"
         raise UnsupportedMediaType(
             f"the request body must be JSON with 'Content-Type: application/json', got {shown!r}"
+        )
+    charset = request.mimetype_params.get("charset")
+    if charset is not None and charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
+        raise UnsupportedMediaType(
+            f"the request body must be UTF-8 JSON, got charset {charset[:32]!r}; send UTF-8 and "
+            "'Content-Type: application/json'"
         )
     try:
         raw = request.get_data(cache=False)  # raises 413 past MAX_CONTENT_LENGTH
@@ -94,13 +101,13 @@ def json_body() -> Any:
             "the request body could not be read (malformed chunked encoding or a cut connection); send it again"
         ) from exc
     try:
-        text = raw.decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest("the request body is not UTF-8; send UTF-8 encoded JSON") from exc
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from exc
+        return parse_json(raw, what="the request body")
+    except InvalidReport as exc:
+        raise BadRequest(str(exc)) from exc
 
 
 def json_object(what: str) -> dict[str, Any]:

@@ -46,6 +46,44 @@ _SERVE_INTS: tuple[tuple[str, str, int, str], ...] = (
 )
 
 
+#: The options of the serving front and the rate limits: flag, environment name, type, default and help
+#: (bounds and the reason for each default in ``shared/limits.py``). Read when ``serve`` runs, like the
+#: integers above.
+def _front_options() -> tuple[tuple[str, str, type, float, str], ...]:
+    from deniable.shared import limits
+
+    return (
+        ("--header-timeout", "HEADER_TIMEOUT", float, limits.HEADER_TIMEOUT_DEFAULT,
+         "seconds a client has to send its request line and headers; slower ones get 408 and are closed"),
+        ("--body-timeout", "BODY_TIMEOUT", float, limits.BODY_TIMEOUT_DEFAULT,
+         "seconds a client has, after its headers, to send the whole body; slower ones get 408"),
+        ("--max-connections", "MAX_CONNECTIONS", int, limits.MAX_CONNECTIONS_DEFAULT,
+         "open connections per worker process; one more is answered 503 with Retry-After and closed"),
+        ("--ingest-rate", "INGEST_RATE", float, limits.INGEST_RATE_DEFAULT,
+         "reports per second one client address may submit, sustained (429 with Retry-After beyond)"),
+        ("--ingest-burst", "INGEST_BURST", int, limits.INGEST_BURST_DEFAULT,
+         "reports one client address may submit at once"),
+        ("--auth-failure-rate", "AUTH_FAILURE_RATE", float, limits.AUTH_FAILURE_RATE_DEFAULT,
+         "failed authentications per second one client address may make, sustained"),
+        ("--auth-failure-burst", "AUTH_FAILURE_BURST", int, limits.AUTH_FAILURE_BURST_DEFAULT,
+         "failed authentications one client address may make at once"),
+        ("--max-group-values", "MAX_GROUP_VALUES", int, limits.MAX_GROUP_VALUES_DEFAULT,
+         "distinct values an undeclared group field of a campaign may take; a report with a new value past "
+         "it is rejected"),
+    )  # fmt: skip
+
+
+def _env_float(name: str, default: float) -> float:
+    """``DENIABLE_<name>`` as a number, or ``default`` when unset (read when the command runs)."""
+    raw = os.environ.get(f"DENIABLE_{name}")
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"DENIABLE_{name} must be a number, got {raw!r}; fix or unset it") from None
+
+
 def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir",
@@ -62,6 +100,10 @@ def _resolve_ints(args: argparse.Namespace) -> None:
         dest = flag.lstrip("-").replace("-", "_")
         if getattr(args, dest) is None:
             setattr(args, dest, env_int(env, default))
+    for flag, env, kind, number, _ in _front_options():
+        dest = flag.lstrip("-").replace("-", "_")
+        if getattr(args, dest) is None:
+            setattr(args, dest, env_int(env, int(number)) if kind is int else _env_float(env, float(number)))
 
 
 def register(subparsers: Any) -> None:
@@ -88,6 +130,17 @@ def register(subparsers: Any) -> None:
             help=f"the {role} bearer token (prefer env DENIABLE_{role.upper()}_TOKEN; default: read or "
             "generated in the data dir)",
         )
+    for flag, env, kind, number, text in _front_options():
+        serve.add_argument(
+            flag, type=kind, default=None, metavar="N" if kind is int else "X",
+            help=f"{text} (env DENIABLE_{env}; default: {number:g})",
+        )  # fmt: skip
+    serve.add_argument(
+        "--trusted-proxies",
+        default=_env("TRUSTED_PROXIES", ""),
+        help="comma-separated addresses of reverse proxies whose X-Forwarded-For names the client (for the "
+        "rate limits), e.g. 127.0.0.1 behind a local nginx (env DENIABLE_TRUSTED_PROXIES; default: none)",
+    )
     serve.set_defaults(func=serve_command, extra="aggregator")
 
     admin = subparsers.add_parser(
@@ -144,6 +197,57 @@ def _check_serve_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}")
     if args.min_free_disk < 0:
         raise SystemExit(f"--min-free-disk must be at least 0 bytes, got {args.min_free_disk}")
+    _check_front_args(args)
+
+
+def _check_range(flag: str, value: float, bounds: tuple[float, float]) -> None:
+    low, high = bounds
+    if not low <= value <= high:
+        raise SystemExit(f"--{flag} must be in {low:g}..{high:g}, got {value:g}")
+
+
+def _check_front_args(args: argparse.Namespace) -> None:
+    from deniable.shared import limits
+
+    for flag in ("header-timeout", "body-timeout"):
+        _check_range(flag, getattr(args, flag.replace("-", "_")), limits.TIMEOUT_RANGE)
+    _check_range("max-connections", args.max_connections, limits.MAX_CONNECTIONS_RANGE)
+    for flag in ("ingest-rate", "auth-failure-rate"):
+        _check_range(flag, getattr(args, flag.replace("-", "_")), limits.RATE_RANGE)
+    for flag in ("ingest-burst", "auth-failure-burst"):
+        _check_range(flag, getattr(args, flag.replace("-", "_")), limits.BURST_RANGE)
+    _check_range("max-group-values", args.max_group_values, limits.MAX_GROUP_VALUES_RANGE)
+
+
+def _front_settings(args: argparse.Namespace) -> Any:
+    from deniable.aggregator.front import FrontSettings
+
+    return FrontSettings(
+        max_body=args.max_body_bytes,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        max_connections=args.max_connections,
+        ingest_rate=args.ingest_rate,
+        ingest_burst=args.ingest_burst,
+        auth_failure_rate=args.auth_failure_rate,
+        auth_failure_burst=args.auth_failure_burst,
+    )
+
+
+def _refuse_weak_tokens(args: argparse.Namespace, tokens: Any, paths: dict[str, Path]) -> None:
+    """Exit with one line naming the variable (or file) of a token under 128 bits, and how to make one."""
+    from deniable.aggregator.secret_files import GENERATE_HINT, weak_token_reason
+
+    for role in ("admin", "analyst", "issuer"):
+        reason = weak_token_reason(getattr(tokens, role))
+        if reason is None:
+            continue
+        source = (
+            f"DENIABLE_{role.upper()}_TOKEN (or --{role}-token)"
+            if getattr(args, f"{role}_token")
+            else f"the {role} token in {paths[role]}"
+        )
+        raise SystemExit(f"deniable serve: {source} {reason}; {GENERATE_HINT}")
 
 
 def _check_port(host: str, port: int) -> None:
@@ -178,7 +282,8 @@ def _announce(url: str, data_dir: Path) -> Any:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    """Prepare the data dir (tokens, schema), then run gunicorn until it is stopped (SIGTERM/SIGINT)."""
+    """Prepare the data dir (tokens, schema), then serve (gunicorn's master over uvicorn workers, see
+    :mod:`deniable.aggregator.server`) until it is stopped (SIGTERM/SIGINT)."""
     from deniable.aggregator.app import DATABASE_NAME
     from deniable.aggregator.secret_files import ensure_tokens, token_paths
     from deniable.aggregator.server import AggregatorServer, gunicorn_options
@@ -190,7 +295,11 @@ def serve_command(args: argparse.Namespace) -> int:
     os.umask(0o077)  # the database, its WAL and every key or token file: owner only
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tokens = ensure_tokens(data_dir, admin=args.admin_token, analyst=args.analyst_token, issuer=args.issuer_token)
+    try:
+        tokens = ensure_tokens(data_dir, admin=args.admin_token, analyst=args.analyst_token, issuer=args.issuer_token)
+    except ValueError as exc:  # equal tokens
+        raise SystemExit(f"deniable serve: {exc}") from None
+    _refuse_weak_tokens(args, tokens, token_paths(data_dir))
     for role, path in token_paths(data_dir).items():
         if getattr(args, f"{role}_token"):
             print(f"{role} token: from DENIABLE_{role.upper()}_TOKEN / --{role}-token", flush=True)
@@ -206,11 +315,16 @@ def serve_command(args: argparse.Namespace) -> int:
         "ISSUER_TOKEN": tokens.issuer,
         "MAX_CONTENT_LENGTH": args.max_body_bytes,
         "MIN_FREE_DISK_BYTES": args.min_free_disk,
+        "MAX_GROUP_VALUES": args.max_group_values,
     }
-    options = gunicorn_options(host=args.host, port=args.port, workers=args.workers, threads=args.threads)
+    settings = _front_settings(args)
+    options = gunicorn_options(
+        host=args.host, port=args.port, workers=args.workers, threads=args.threads, settings=settings,
+        trusted_proxies=args.trusted_proxies,
+    )  # fmt: skip
     host = f"[{args.host}]" if ":" in args.host else args.host
     options["when_ready"] = _announce(f"http://{host}:{args.port}", data_dir)
-    AggregatorServer(config, options).run()
+    AggregatorServer(config, options, settings).run()
     return 0
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.cli import needs
+from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.shared.campaign import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
@@ -117,7 +118,8 @@ def running_server(data_dir: Path, *, workers: int = 2) -> Iterator[DemoServer]:
     """``deniable serve`` on ``data_dir`` and a free loopback port, stopped on exit whatever happens."""
     port = _free_port()
     admin, analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": analyst}
+    # every simulated device shares the loopback address: lift the per-address limits (the caller's env wins)
+    env = {**SIMULATION_ENV, **os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": analyst}
     command = [
         sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data_dir),
         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),

@@ -30,10 +30,12 @@ from deniable.aggregator.top import release_top
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
+from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms import Tally
 
 __all__ = [
-    "central_estimate", "central_top", "estimate", "local_estimate", "release_policy", "round_of", "stored_estimate",
+    "central_estimate", "central_top", "estimate", "group_page_size", "local_estimate", "release_policy", "round_of",
+    "stored_estimate",
 ]
 
 
@@ -70,10 +72,26 @@ def round_of(config: CampaignConfig, round: str | None) -> str:
     return check_round(round, InvalidParameter)
 
 
+def group_page_size(config: CampaignConfig) -> int:
+    """Groups one page of a local grouped estimate lists: ⌊MAX_GROUP_CELLS / k⌋, at least 1."""
+    return max(1, MAX_GROUP_CELLS // config.k)
+
+
 def local_estimate(
-    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, round: str | None = None
+    store: Store,
+    config: CampaignConfig,
+    *,
+    group_by: str | None,
+    level: float,
+    round: str | None = None,
+    group_after: str | None = None,
 ) -> dict[str, Any]:
-    """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring."""
+    """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring.
+
+    A grouped estimate lists its groups in value order, at most :func:`group_page_size` of them (so at most
+    ``MAX_GROUP_CELLS`` cells, whatever was stored); when more follow, ``next_group_after`` names the last
+    one listed, and ``group_after`` asks for the groups after it.
+    """
     _check_group_by(config, group_by)
     round_ = round_of(config, round)
     head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local"}
@@ -86,6 +104,10 @@ def local_estimate(
     if group_by is not None:
         groups = store.tallies(config.id, group_by, round=round_)
         values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
+        if group_after is not None:
+            values = [value for value in values if value > group_after]
+        size = group_page_size(config)
+        values, more = values[:size], len(values) > size
         body = {
             **head,
             "mechanism": body["mechanism"],
@@ -95,6 +117,8 @@ def local_estimate(
             "group_by": group_by,
             "groups": {value: _local_one(config, groups.get(value, empty), level) for value in values},
         }
+        if more:
+            body["next_group_after"] = values[-1]
     return body
 
 
@@ -216,11 +240,16 @@ def estimate(
     round: str | None = None,
     role: str = "analyst",
     sample: str | None = None,
+    group_after: str | None = None,
 ) -> dict[str, Any]:
     """The estimate route's body for either trust model (``round``: recurring campaigns only); ``role`` is
-    the caller's, recorded with each central release."""
+    the caller's, recorded with each central release; ``group_after`` pages a local grouped estimate."""
     if config.trust_model == "central":
         round_of(config, round)
+        if group_after is not None:
+            raise InvalidParameter(
+                "'group_after' pages local grouped estimates; a central release lists every declared group"
+            )
         return central_estimate(
             store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role, sample=sample
         )
@@ -234,6 +263,9 @@ def estimate(
         raise InvalidParameter(
             "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
         )
+    if group_after is not None and group_by is None:
+        raise InvalidParameter("'group_after' pages a grouped estimate; pass it with 'group_by'")
+    return local_estimate(store, config, group_by=group_by, level=level, round=round, group_after=group_after)
     return local_estimate(store, config, group_by=group_by, level=level, round=round)
 
 

@@ -32,6 +32,7 @@ from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
 from deniable.shared.errors import CampaignClosed, InvalidReport
+from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS
 
 __all__ = ["decode_envelope", "parse_batch", "submit_batch"]
 
@@ -92,9 +93,20 @@ def _claimed_id(item: Any) -> str | None:
 
 
 def submit_batch(
-    store: Store, config: CampaignConfig, private_key: bytes, body: Any, *, max_batch: int
+    store: Store,
+    config: CampaignConfig,
+    private_key: bytes,
+    body: Any,
+    *,
+    max_batch: int,
+    max_group_values: int = MAX_GROUP_VALUES_DEFAULT,
 ) -> dict[str, Any]:
     """Process one batch for the campaign ``config``; return the reply body.
+
+    Every group field has a bounded domain: its declared ``group_values`` (checked when the payload is
+    decoded), or at most ``max_group_values`` distinct values (checked by the store, in the transaction);
+    a recurring campaign holds at most :data:`~deniable.shared.limits.MAX_ROUNDS` distinct rounds. A report
+    past a cap is rejected with the reason.
 
     Raises ``CampaignClosed`` (409) for a closed campaign and ``BadRequest`` (400) for a malformed batch.
     """
@@ -114,7 +126,11 @@ def submit_batch(
         results.append({"report_id": row.report_id, "status": "accepted", "reason": None})
         rows.append(row)
     if rows:
-        outcomes = store.ingest(config.id, rows, k=config.k, group_fields=config.group_fields)
+        outcomes = store.ingest(
+            config.id, rows, k=config.k, group_fields=config.group_fields,
+            capped_fields={field: max_group_values for field in config.undeclared_group_fields},
+            max_rounds=MAX_ROUNDS if config.recurring else None,
+        )  # fmt: skip
         for position, (status, reason) in zip(positions, outcomes, strict=True):
             results[position]["status"] = status
             results[position]["reason"] = reason

@@ -424,6 +424,10 @@ _SCHEMAS: dict[str, Any] = {
             "unbiased": _UNBIASED,
             "round": {"type": "string", "description": "the round estimated (recurring campaigns only)"},
             "group_by": {"type": "string"},
+            "next_group_after": {
+                "type": "string",
+                "description": "present when more groups follow: pass it as group_after for the next page",
+            },
             "groups": {
                 "type": "object",
                 "additionalProperties": {
@@ -721,6 +725,13 @@ _PATHS: dict[str, Any] = {
                     "schema": _ROUND,
                 },
                 {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": 64}},
+                {
+                    "name": "group_after",
+                    "in": "query",
+                    "description": "local grouped estimates: list the groups after this value (the "
+                    "'next_group_after' of the previous page)",
+                    "schema": {"type": "string", "maxLength": 64},
+                },
                 {
                     "name": "level",
                     "in": "query",

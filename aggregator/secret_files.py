@@ -10,19 +10,26 @@ when several workers start together, the first one's token wins and the others r
 
 from __future__ import annotations
 
+import math
 import secrets
+import string
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from deniable.client.secret_file import write_secret_file
+from deniable.shared.limits import GENERATED_TOKEN_BYTES, MIN_TOKEN_BITS, MIN_TOKEN_OBSERVED_BITS
 
 __all__ = [
+    "GENERATE_HINT",
     "Tokens",
     "ensure_tokens",
     "issuer_key_path",
     "key_path",
     "read_secret",
+    "token_bits",
     "token_paths",
+    "weak_token_reason",
     "write_secret",
 ]
 
@@ -39,6 +46,65 @@ class Tokens:
     analyst: str
     issuer: str
     generated: tuple[Path, ...] = ()
+
+
+#: How to make a good token, quoted by every refusal of a weak one.
+GENERATE_HINT = "generate one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+#: The usual token alphabets, smallest first: a token is rated by the smallest one holding all its characters.
+_ALPHABETS: tuple[frozenset[str], ...] = tuple(
+    frozenset(chars)
+    for chars in (
+        string.digits,
+        "0123456789abcdef",
+        "0123456789ABCDEF",
+        string.ascii_lowercase,
+        string.ascii_uppercase,
+        string.ascii_lowercase + string.digits,
+        string.ascii_uppercase + string.digits,
+        string.ascii_letters + string.digits,
+        string.ascii_letters + string.digits + "-_",
+        string.ascii_letters + string.digits + "+/=",
+        "".join(chr(c) for c in range(0x21, 0x7F)),
+    )
+)
+
+
+def token_bits(token: str) -> tuple[float, float]:
+    """Two entropy figures of a token, in bits: ``(alphabet bound, observed)``.
+
+    The alphabet bound is ``len · log2 |A|`` for the smallest usual alphabet ``A`` holding every character
+    (digits, hex, letters, base64url, printable ASCII): an upper bound, reached by a uniformly random token.
+    The observed figure is ``len · H`` with ``H = −Σ f·log2 f`` over the token's own character frequencies:
+    it is low for long tokens of few symbols (``aaaa…``, ``abab…``) that the bound overrates.
+    Neither can prove a token random (``password-password-2024`` rates well enough on both), which is why
+    generated tokens are the advice.
+    """
+    if not token:
+        return 0.0, 0.0
+    chars = set(token)
+    size = next((len(a) for a in _ALPHABETS if chars <= a), 0)
+    bound = len(token) * math.log2(size) if size else 0.0
+    counts = Counter(token)
+    observed = -sum(n * math.log2(n / len(token)) for n in counts.values())
+    return bound, observed
+
+
+def weak_token_reason(token: str) -> str | None:
+    """Why ``token`` is too weak to guard the aggregator (at least 128 bits), or None when it is strong enough."""
+    if any(not 0x21 <= ord(c) < 0x7F for c in token):
+        return "must be printable ASCII without spaces (it travels in an HTTP header)"
+    bound, observed = token_bits(token)
+    if bound < MIN_TOKEN_BITS:
+        return (
+            f"has at most {bound:.0f} bits of entropy ({len(token)} characters); at least {MIN_TOKEN_BITS} are needed"
+        )
+    if observed < MIN_TOKEN_OBSERVED_BITS:
+        return (
+            f"repeats too few characters ({len(set(token))} distinct in {len(token)}: "
+            f"{observed + 0.0:.0f} bits observed, at least {MIN_TOKEN_OBSERVED_BITS} needed)"
+        )
+    return None
 
 
 def write_secret(path: Path, data: bytes, *, exclusive: bool = False) -> bool:
@@ -82,7 +148,7 @@ def ensure_tokens(
     for role, path in token_paths(data_dir).items():
         token = given[role]
         if not token:
-            if write_secret(path, secrets.token_urlsafe(32).encode(), exclusive=True):
+            if write_secret(path, secrets.token_urlsafe(GENERATED_TOKEN_BYTES).encode(), exclusive=True):
                 generated.append(path)
             token = read_secret(path).decode().strip()
         values[role] = token

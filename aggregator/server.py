@@ -1,137 +1,258 @@
-"""Running the aggregator under gunicorn (a production WSGI server), embedded via ``BaseApplication``.
+"""Serving the aggregator: gunicorn's master over uvicorn workers, each an asyncio event loop.
 
-Each worker process builds its own app with :func:`create_app` (no preloading: SQLite connections must
-never cross a fork). Workers are ``gthread``: a few threads per process, so that decryption (CPU) in one
-request overlaps with the fsync of another. The access log names method, path, status, size and time
-only: no client address, user agent, query string, header or body ever reaches a log line.
+The design (issue 12 item 1): an event loop per worker process owns every connection and hands only
+complete requests to the Flask app, which runs in a small thread pool (``a2wsgi``) of the same process.
+A connection that is idle, or trickles its headers or its body, costs the loop a socket and a buffer and
+never a thread, so that slow clients cannot starve the threads that decrypt reports. Several processes
+(``--workers``) share the listening socket, so that CPU-bound decryption runs on every core; gunicorn's
+master restarts a worker that dies and stops them gracefully on SIGTERM.
 
-An error answer to a request that carries a body says ``Connection: close`` and closes
-(:func:`close_after_unread_body`): the app may have refused the body without reading it (413, 415, 401,
-404 ...), and gunicorn only drains 64 KiB of an unread body before it drops a keep-alive connection. Without
-the header a client would reuse that connection for its next request and see it cut (RFC 9112 §9.6).
+What each layer bounds:
+
+* :class:`DeniableH11Protocol` (uvicorn's h11 protocol, extended): at most ``max_connections`` open
+  connections per process (one beyond is answered ``503`` with ``Retry-After`` and closed); a request line
+  and headers complete within ``header_timeout`` seconds of the connection opening or of the previous
+  answer (else ``408`` and close, or a silent close if nothing was sent); at most
+  :data:`~deniable.shared.limits.MAX_HEADER_BYTES` of head; HTTP that h11 refuses (including HTTP/1.1
+  without ``Host``) answered with the API's JSON 400.
+* :class:`deniable.aggregator.front.Front`: header count, rate limits, body size and body deadline.
+* Flask: everything about the content.
+
+Logs: gunicorn's and uvicorn's records pass through :class:`deniable.aggregator.log_format.EscapingFormatter`
+(one escaped line per record); the access log is the front's (no query string, no address); uvicorn's own
+access log, which names the client address and the query string, is off.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
 
-from gunicorn import util as gunicorn_util
+import h11
+from a2wsgi import WSGIMiddleware
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn_worker import UvicornWorker
 
 from deniable.aggregator.app import create_app
+from deniable.aggregator.front import Front, FrontSettings, error_body
+from deniable.aggregator.log_format import EscapingFormatter
+from deniable.shared.limits import MAX_HEADER_BYTES
 
 __all__ = [
-    "ACCESS_LOG_FORMAT",
     "AggregatorServer",
+    "DeniableH11Protocol",
+    "DeniableWorker",
     "PrivateLogger",
-    "close_after_unread_body",
     "gunicorn_options",
-    "remember_request",
-    "write_json_error",
+    "worker_class",
 ]
 
-#: method, path (no query string), status, response bytes, milliseconds.
-ACCESS_LOG_FORMAT = '"%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+GRACEFUL_TIMEOUT = 15
 
 
 class PrivateLogger(Logger):  # type: ignore[misc]
-    """gunicorn's logger without client addresses: its one address-bearing message (a malformed HTTP
-    request, ``Invalid request from ip=...``) is logged with the address redacted."""
+    """gunicorn's logger with every record escaped into one line (:mod:`deniable.aggregator.log_format`)."""
 
-    _ADDRESS = re.compile(r"ip=\S+")
-
-    def warning(self, msg: Any, *args: Any, **kwargs: Any) -> None:
-        super().warning(self._ADDRESS.sub("ip=[redacted]:", str(msg)), *args, **kwargs)
+    def _set_handler(self, log: Any, output: Any, fmt: logging.Formatter, stream: Any = None) -> None:
+        escaping = EscapingFormatter(fmt._fmt, fmt.datefmt)
+        super()._set_handler(log, output, escaping, stream)
 
 
-def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
-    """gunicorn's answer to a request it cannot parse (bad request line, oversized headers, bad chunking),
-    as the API's JSON error body ``{"error": {"code", "message"}}`` instead of gunicorn's HTML page.
-
-    gunicorn answers an unknown transfer coding with 501; the API promises no 5xx for anything a client
-    sends, so that becomes a 400 telling the client what to send instead."""
-    if status_int >= 500:
-        status_int, reason = 400, "Bad Request"
-        mesg = f"{mesg}; send the body with Content-Length or Transfer-Encoding: chunked".lstrip("; ")
-    code = re.sub(r"[^a-z0-9]+", "_", reason.lower()).strip("_") or "bad_request"
-    body = json.dumps({"error": {"code": code, "message": mesg or reason}}).encode()
+def _raw_answer(status: int, reason: str, code: str, message: str, extra: str = "") -> bytes:
+    body = error_body(code, message)
     head = (
-        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"{extra}Connection: close\r\n\r\n"
     )
-    gunicorn_util.write_nonblock(sock, head.encode("latin-1") + body)
+    return head.encode("latin-1") + body
 
 
-#: The gunicorn request being served by this thread (set by :func:`remember_request`; gthread serves a request
-#: on one thread from ``pre_request`` to the last byte of the response).
-_serving = threading.local()
+class DeniableH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a connection bound, a header deadline and JSON protocol errors."""
 
+    settings: ClassVar[FrontSettings] = FrontSettings()
 
-def remember_request(worker: Any, req: Any) -> None:
-    """gunicorn's ``pre_request`` hook: keep the parsed request so that the app can ask to close after it."""
-    _serving.request = req
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._refused = False
+        self._peer_done = False
+        self._deadline: asyncio.TimerHandle | None = None
+        self._protocol_error = ""
+        next_event = self.conn.next_event
 
+        def recording_next_event() -> Any:  # keep h11's reason for the JSON 400
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as exc:
+                self._protocol_error = str(exc)
+                raise
 
-def _carries_body(environ: Mapping[str, Any]) -> bool:
-    if environ.get("HTTP_TRANSFER_ENCODING"):
+        self.conn.next_event = recording_next_event  # type: ignore[method-assign]
+
+    # -- the connection bound ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.server_state.connections) >= self.settings.max_connections:
+            self._refused = True
+            self.transport = transport
+            transport.write(
+                _raw_answer(
+                    503, "Service Unavailable", "too_many_connections",
+                    f"this aggregator process holds its maximum of {self.settings.max_connections} open "
+                    "connections; retry after a second",
+                    extra="Retry-After: 1\r\n",
+                )
+            )
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._arm_header_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        if self._refused:
+            return
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_deadline()  # the headers are complete; the front times the body
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]
+        """A client that half-closes after a complete request still gets its answer (then the connection
+        closes); one that half-closes mid-request is closed at once (its request can never complete)."""
+        if self._refused or self.conn.their_state is not h11.DONE:
+            return None
+        self._peer_done = True
         return True
-    length = str(environ.get("CONTENT_LENGTH") or "0")
-    return not length.isdigit() or int(length) > 0
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._peer_done:
+            self.transport.close()
+        elif not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._arm_header_deadline()  # the next request's headers are due from now
+
+    # -- the header deadline ----------------------------------------------------------------------
+
+    def _arm_header_deadline(self) -> None:
+        self._cancel_deadline()
+        self._deadline = self.loop.call_later(self.settings.header_timeout, self._header_deadline_passed)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _header_deadline_passed(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        partial, _ = self.conn.trailing_data
+        if partial and self.conn.our_state is h11.IDLE:
+            self.transport.write(
+                _raw_answer(
+                    408, "Request Timeout", "request_timeout",
+                    f"the request line and headers did not arrive within {self.settings.header_timeout:g} s; "
+                    "send the whole request at once",
+                )
+            )
+        self.transport.close()
+
+    # -- protocol errors --------------------------------------------------------------------------
+
+    def send_400_response(self, msg: str) -> None:
+        reason = self._protocol_error or msg
+        if "Transfer-Encoding" in reason:
+            reason += "; send the body with Content-Length or Transfer-Encoding: chunked"
+        self.transport.write(
+            _raw_answer(400, "Bad Request", "bad_request", f"the request is not valid HTTP/1.1: {reason[:200]}")
+        )
+        self.transport.close()
 
 
-def close_after_unread_body(app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
-    """WSGI middleware: an error status (≥ 400) to a request with a body closes the connection, announced by
-    ``Connection: close``. Successful answers have read their whole body, so their connection stays open."""
+class DeniableWorker(UvicornWorker):  # type: ignore[misc]
+    """A gunicorn worker running uvicorn with :class:`DeniableH11Protocol` (subclassed per server)."""
 
-    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            request = getattr(_serving, "request", None)
-            if request is not None and int(status[:3]) >= 400 and _carries_body(environ):
-                request.force_close()
-            return start_response(status, headers, exc_info)
+    protocol_class: ClassVar[type[DeniableH11Protocol]] = DeniableH11Protocol
+    trusted_proxies: ClassVar[str] = ""
 
-        return app(environ, start)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.CONFIG_KWARGS = {
+            "loop": "asyncio",
+            "http": self.protocol_class,
+            "lifespan": "off",
+            "access_log": False,
+            "server_header": False,
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
+            "timeout_keep_alive": self.protocol_class.settings.keepalive_timeout,
+            "timeout_graceful_shutdown": GRACEFUL_TIMEOUT - 2,
+            "proxy_headers": bool(self.trusted_proxies),
+            "forwarded_allow_ips": self.trusted_proxies or "127.0.0.1",
+        }
+        super().__init__(*args, **kwargs)
+        for name, source in (("deniable.access", self.log.access_log), ("deniable", self.log.error_log)):
+            logger = logging.getLogger(name)
+            logger.handlers = source.handlers
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
 
-    return wrapped
+
+def worker_class(settings: FrontSettings, *, trusted_proxies: str = "") -> type[DeniableWorker]:
+    """A worker class (and protocol class) carrying ``settings`` to every worker process of one server."""
+    protocol = type("ConfiguredH11Protocol", (DeniableH11Protocol,), {"settings": settings})
+    return type(
+        "ConfiguredDeniableWorker",
+        (DeniableWorker,),
+        {"protocol_class": protocol, "trusted_proxies": trusted_proxies, "__module__": __name__},
+    )
 
 
-def gunicorn_options(*, host: str, port: int, workers: int, threads: int = 4) -> dict[str, Any]:
+def gunicorn_options(
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    threads: int = 4,
+    settings: FrontSettings | None = None,
+    trusted_proxies: str = "",
+) -> dict[str, Any]:
     """The gunicorn settings ``deniable serve`` uses."""
+    settings = settings or FrontSettings()
     return {
         "bind": f"{host}:{port}",
         "workers": workers,
-        "worker_class": "gthread",
+        "worker_class": worker_class(settings, trusted_proxies=trusted_proxies),
         "threads": threads,
         "logger_class": PrivateLogger,
         "accesslog": "-",
-        "access_log_format": ACCESS_LOG_FORMAT,
         "errorlog": "-",
         "loglevel": "info",
         "timeout": 120,
-        "graceful_timeout": 15,
-        "keepalive": 5,
-        "limit_request_line": 4094,
-        "limit_request_fields": 100,
-        "limit_request_field_size": 8190,
+        "graceful_timeout": GRACEFUL_TIMEOUT,
+        "keepalive": int(settings.keepalive_timeout),
         "proc_name": "deniable-aggregator",
         "control_socket_disable": True,  # one shared ~/.gunicorn socket would clash between servers
-        "forwarded_allow_ips": "",
+        "forwarded_allow_ips": trusted_proxies or "127.0.0.1",
         "proxy_allow_ips": "",
-        "pre_request": remember_request,
     }
 
 
 class AggregatorServer(BaseApplication):  # type: ignore[misc]
-    """gunicorn application serving ``create_app(app_config)`` with the given options."""
+    """gunicorn application serving ``Front(a2wsgi(create_app(app_config)))`` with the given options."""
 
-    def __init__(self, app_config: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+    def __init__(self, app_config: Mapping[str, Any], options: Mapping[str, Any], settings: FrontSettings) -> None:
         self.app_config = dict(app_config)
         self.options = dict(options)
+        self.settings = replace(settings, max_body=int(self.app_config.get("MAX_CONTENT_LENGTH", settings.max_body)))
         super().__init__()
 
     def load_config(self) -> None:
@@ -139,5 +260,7 @@ class AggregatorServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        gunicorn_util.write_error = write_json_error  # gunicorn has no hook for its protocol-error page
-        return close_after_unread_body(create_app(self.app_config))
+        threads = int(self.options.get("threads", 4))
+        wsgi: Any = create_app(self.app_config)
+        asgi: Any = WSGIMiddleware(wsgi, workers=threads)
+        return Front(asgi, self.settings)

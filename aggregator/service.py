@@ -24,7 +24,13 @@ from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.accounting import compose
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
-from deniable.shared.limits import CAMPAIGN_STATUSES, TIMELINE_BUCKETS, TIMELINE_MAX_BUCKETS
+from deniable.shared.limits import (
+    CAMPAIGN_STATUSES,
+    MAX_GROUP_CELLS,
+    MAX_GROUP_VALUES_DEFAULT,
+    TIMELINE_BUCKETS,
+    TIMELINE_MAX_BUCKETS,
+)
 from deniable.shared.tokens import MAX_TOKENS_PER_ACCOUNT, Admission, public_key_text
 
 __all__ = [
@@ -42,12 +48,6 @@ CREATE_FIELDS = frozenset(
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
-
-
-#: Most cells (declared values × categories) a grouped estimate of one field may hold on this aggregator.
-#: A central release draws exact noise for every cell (30–50 µs each), empty groups included, so this
-#: keeps the largest release to a few seconds and its JSON body to tens of megabytes.
-MAX_GROUP_CELLS = 100_000
 
 
 def _check_group_cells(config: CampaignConfig) -> None:
@@ -108,12 +108,15 @@ def _count_is_private(record: CampaignRecord) -> bool:
 class Service:
     """Campaigns, reports and estimates of one data dir: the store plus the campaign keys."""
 
-    def __init__(self, data_dir: Path, *, database: Path, max_batch: int = 1000) -> None:
+    def __init__(
+        self, data_dir: Path, *, database: Path, max_batch: int = 1000, max_group_values: int = MAX_GROUP_VALUES_DEFAULT
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.store = Store(database)
         self.keyring = Keyring(data_dir)
         self.issuer_keys = IssuerKeys(data_dir)
         self.max_batch = max_batch
+        self.max_group_values = max_group_values
         self.check_keys()
 
     def check_keys(self) -> list[KeyProblem]:
@@ -283,7 +286,9 @@ class Service:
         """Process one batch of envelopes for the campaign (see :mod:`deniable.aggregator.ingest`)."""
         config = self.campaign(campaign_id)
         private_key = self.keyring.private_key(campaign_id, config.public_key_bytes)
-        return ingest.submit_batch(self.store, config, private_key, body, max_batch=self.max_batch)
+        return ingest.submit_batch(
+            self.store, config, private_key, body, max_batch=self.max_batch, max_group_values=self.max_group_values
+        )
 
     def estimate(
         self,
@@ -296,13 +301,14 @@ class Service:
         round: str | None = None,
         role: str = "analyst",
         sample: str | None = None,
+        group_after: str | None = None,
     ) -> dict[str, Any]:
         """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
         a new one, logged with the caller's ``role``; ``sample`` a Poisson-subsampling rate) of a campaign."""
         config = self.campaign(campaign_id)
         return estimates.estimate(
             self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round,
-            role=role, sample=sample,
+            role=role, sample=sample, group_after=group_after,
         )  # fmt: skip
 
     # -- central release policy and log --------------------------------------------------------------

@@ -20,7 +20,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -50,6 +50,14 @@ _SAME_REPORT = "this report_id is already stored; the retry changes nothing"
 _SAME_DEVICE = "this device (pseudonym) already reported to this campaign; it counts once"
 _SAME_DEVICE_IN_ROUND = "this device (pseudonym) already reported in this round; it counts once per round"
 _SPENT_TOKEN = "this admission token was already spent; each token admits exactly one report"  # noqa: S105
+
+
+def _over_cap(what: str, cap: int) -> str:
+    return (
+        f"{what} already holds its maximum of {cap} distinct values on this aggregator and this report "
+        "brings a new one; it is not stored (declare the field's group_values in a new campaign, or ask the "
+        "operator to raise the cap)"
+    )
 
 #: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
 _IN_CHUNK = 500
@@ -507,8 +515,24 @@ class Store:
                 found.update((round_, row[0]) for row in rows)
         return found
 
+    @staticmethod
+    def _stored_values(conn: sqlite3.Connection, campaign_id: str, field: str) -> set[str]:
+        """The distinct values of one group field (``''``: the rounds) stored for the campaign, any round."""
+        if field == "":
+            sql = "SELECT DISTINCT round FROM tallies WHERE campaign_id = ? AND group_field = ''"
+            return {row[0] for row in conn.execute(sql, (campaign_id,))}
+        sql = "SELECT DISTINCT group_value FROM tallies WHERE campaign_id = ? AND group_field = ?"
+        return {row[0] for row in conn.execute(sql, (campaign_id, field))}
+
     def ingest(
-        self, campaign_id: str, reports: Sequence[ReportRow], *, k: int, group_fields: Sequence[str]
+        self,
+        campaign_id: str,
+        reports: Sequence[ReportRow],
+        *,
+        k: int,
+        group_fields: Sequence[str],
+        capped_fields: Mapping[str, int] | None = None,
+        max_rounds: int | None = None,
     ) -> list[tuple[str, str | None]]:
         """Store the new reports and update the tallies and counters in ONE transaction.
 
@@ -519,6 +543,11 @@ class Store:
         or earlier in the batch). The nonce of each accepted report's token is recorded as spent in the
         same transaction. Raises :class:`UnknownCampaign` or :class:`CampaignClosed` for the whole
         batch, checked inside the transaction so that a concurrent close cannot let reports slip in.
+
+        Bounded domains: ``capped_fields`` maps group fields without declared values to the most distinct
+        values each may take, and ``max_rounds`` bounds the distinct rounds. A report that would bring a new
+        value past its cap is ``("rejected", reason)`` and changes nothing; the check runs in the same
+        transaction as the insert, so concurrent batches cannot pass the cap together.
         """
         now = _utc_now()
         day, hour = now.date().isoformat(), hour_of(now)
@@ -540,12 +569,18 @@ class Store:
             rows: list[tuple[str | bytes, ...]] = []
             deltas: dict[tuple[str, str, str], list[int]] = {}
             group_keys: dict[tuple[tuple[str, str], ...], str] = {}
+            caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
+            domains: dict[str, set[str]] = {}
             for report, report_id, device in zip(reports, ids, devices, strict=True):
                 if report_id in known_ids:
                     outcomes.append(("duplicate", _SAME_REPORT))
                     continue
                 if (report.round, device) in known_devices:
                     outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
+                    continue
+                refusal = self._domain_refusal(conn, campaign_id, report, caps, domains)
+                if refusal is not None:
+                    outcomes.append(("rejected", refusal))
                     continue
                 if report.token_nonce is not None:
                     if report.token_nonce in spent:
@@ -593,6 +628,33 @@ class Store:
                     "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
                 )
         return outcomes
+
+    def _domain_refusal(
+        self,
+        conn: sqlite3.Connection,
+        campaign_id: str,
+        report: ReportRow,
+        caps: Mapping[str, int],
+        domains: dict[str, set[str]],
+    ) -> str | None:
+        """Why ``report`` would take a capped field (or the rounds, field ``''``) past its cap, else None
+        (and its new values are added to ``domains``, the stored values plus this batch's accepted ones)."""
+        new: list[tuple[str, str]] = []
+        for field, cap in caps.items():
+            value = report.round if field == "" else report.groups.get(field)
+            if value is None:
+                continue
+            known = domains.get(field)
+            if known is None:
+                known = domains[field] = self._stored_values(conn, campaign_id, field)
+            if value in known:
+                continue
+            if len(known) >= cap:
+                return _over_cap("the campaign's rounds" if field == "" else f"group field {field!r}", cap)
+            new.append((field, value))
+        for field, value in new:
+            domains[field].add(value)
+        return None
 
     @staticmethod
     def _add_tallies(

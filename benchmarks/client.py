@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.client import Client, Response, simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
 from deniable.client.state import DeviceState, ReportRow
@@ -125,7 +126,7 @@ def fleet(devices: int, workers: int) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         admin = secrets.token_urlsafe(24)
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": "a" + admin}
+        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": "a" + admin, **SIMULATION_ENV}
         log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115 (closed below)
         server = subprocess.Popen(
             [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", f"{tmp}/data",

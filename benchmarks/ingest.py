@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from deniable.aggregator.keyring import load_private_key
+from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import Envelope, hpke_info, open_envelope, signed_message
@@ -61,7 +62,8 @@ class Server:
     def __init__(self, data_dir: Path, workers: int, threads: int) -> None:
         self.port = free_port()
         self.admin, self.analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst}
+        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst,
+               **SIMULATION_ENV}  # fmt: skip
         cmd = [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data_dir),
                "--port", str(self.port), "--workers", str(workers), "--threads", str(threads)]  # fmt: skip
         self.log = open(data_dir.with_suffix(".log"), "wb")  # noqa: SIM115

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.app import DATABASE_NAME
+from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, RetryPolicy, TransportError
 from deniable.client.report import randomize_index, seal_answer
@@ -65,7 +66,8 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst}
+        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst,
+               **SIMULATION_ENV}  # fmt: skip
         cmd = [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(self.data_dir),
                "--port", str(self.port), "--workers", str(self.workers)]  # fmt: skip
         self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

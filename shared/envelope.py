@@ -83,6 +83,7 @@ __all__ = [
     "new_report_id",
     "open_envelope",
     "pad_plaintext",
+    "parse_json",
     "parse_json_object",
     "pseudonym_of_key",
     "public_key_of",
@@ -236,27 +237,41 @@ def _ecmascript_number(x: float) -> str:
     return f"{mantissa}e{'+' if int(exp) > 0 else '-'}{abs(int(exp))}"
 
 
-def parse_json_object(data: bytes, *, what: str) -> dict[str, Any]:
-    """Parse UTF-8 JSON that must be an object, rejecting duplicate keys, NaN/Infinity and deep nesting.
+def parse_json(data: bytes, *, what: str) -> Any:
+    """Parse strict UTF-8 JSON of any type: duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past the
+    interpreter's recursion limit are refused. The one strict parser of deniable: decrypted payloads and
+    the aggregator's request bodies both go through it.
 
     Raises ``InvalidReport`` naming ``what`` on any problem.
     """
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj = dict(pairs)
-        if len(obj) != len(pairs):
-            raise InvalidReport(f"{what} has a duplicate key")
+        obj: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in obj:
+                raise InvalidReport(f"{what} has a duplicate key {key[:40]!r}; send each key once")
+            obj[key] = value
         return obj
 
     def no_constants(name: str) -> Any:
         raise InvalidReport(f"{what} contains {name}, which is not JSON")
 
     try:
-        obj = json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates, parse_constant=no_constants)
+        return json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates, parse_constant=no_constants)
     except InvalidReport:
         raise
+    except json.JSONDecodeError as exc:
+        raise InvalidReport(f"{what} is not UTF-8 JSON: {type(exc).__name__}: {exc.msg} at char {exc.pos}") from exc
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidReport(f"{what} is not UTF-8 JSON: {type(exc).__name__}") from exc
+
+
+def parse_json_object(data: bytes, *, what: str) -> dict[str, Any]:
+    """Parse strict UTF-8 JSON (:func:`parse_json`) that must be an object.
+
+    Raises ``InvalidReport`` naming ``what`` on any problem.
+    """
+    obj = parse_json(data, what=what)
     if not isinstance(obj, dict):
         raise InvalidReport(f"{what} must be a JSON object, got a {type(obj).__name__}")
     return obj

@@ -30,6 +30,10 @@ from numbers import Real
 from deniable.shared.errors import DeniableError
 
 __all__ = [
+    "AUTH_FAILURE_BURST_DEFAULT",
+    "AUTH_FAILURE_RATE_DEFAULT",
+    "BODY_TIMEOUT_DEFAULT",
+    "BURST_RANGE",
     "CAMPAIGN_EPSILON",
     "CAMPAIGN_PAGE_DEFAULT",
     "CAMPAIGN_PAGE_MAX",
@@ -38,23 +42,42 @@ __all__ = [
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
     "DEVICE_BUDGET_MAX",
+    "GENERATED_TOKEN_BYTES",
+    "HEADER_TIMEOUT_DEFAULT",
+    "INGEST_BURST_DEFAULT",
+    "INGEST_RATE_DEFAULT",
+    "KEEPALIVE_TIMEOUT",
+    "MAX_CONNECTIONS_DEFAULT",
+    "MAX_CONNECTIONS_RANGE",
+    "MAX_GROUP_CELLS",
     "MAX_GROUP_SIZE",
+    "MAX_GROUP_VALUES_DEFAULT",
+    "MAX_GROUP_VALUES_RANGE",
+    "MAX_HEADER_BYTES",
+    "MAX_HEADER_FIELDS",
     "MAX_MIN_REPORTS_BEFORE_RELEASE",
     "MAX_REFRESH_INTERVAL_SECONDS",
     "MAX_RHO",
+    "MAX_ROUNDS",
     "MAX_SUBSAMPLE_DENOMINATOR_BITS",
     "MAX_TOP",
     "MEAN_LATTICE",
     "MECHANISM_EPSILON",
+    "MIN_TOKEN_BITS",
+    "MIN_TOKEN_OBSERVED_BITS",
     "NUMBER_STEPS",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
+    "RATE_LIMIT_TABLE_MAX",
+    "RATE_RANGE",
     "RELEASES_PAGE_DEFAULT",
     "RELEASES_PAGE_MAX",
+    "RETRY_AFTER_MAX",
     "RETRY_AFTER_MAX_WAIT",
     "STATE_BUSY_TIMEOUT",
     "TIMELINE_BUCKETS",
     "TIMELINE_MAX_BUCKETS",
+    "TIMEOUT_RANGE",
     "check_range",
     "range_text",
 ]
@@ -185,3 +208,88 @@ TIMELINE_BUCKETS: tuple[str, ...] = ("hour", "day")
 #: Most buckets one timeline answer holds (zero-filled from the first to the last): a bit over a year of
 #: hours, or 27 years of days. A longer span of hours is refused with a hint to ask for days.
 TIMELINE_MAX_BUCKETS = 10_000
+# -- the HTTP front of the aggregator (aggregator/server.py, aggregator/front.py) ----------------------
+
+#: Seconds a client has, from the moment its connection opens (or its previous answer was sent), to send
+#: a complete request line and headers. A slowloris client that trickles one header line every few seconds
+#: is cut at this deadline whatever its pace (a per-read timeout would never fire). 10 s is generous for
+#: a phone on a bad network (headers are < 1 KiB) and is nginx's order of magnitude (client_header_timeout
+#: 60 s, but nginx counts between reads).
+HEADER_TIMEOUT_DEFAULT = 10.0
+#: Seconds a client has, once its headers are complete, to send the whole body. A full batch of 1,000
+#: envelopes is about 0.5 MB, which needs 0.4 Mbit/s to arrive in 10 s; the largest body (8 MiB) needs
+#: 6.7 Mbit/s, so operators accepting huge bodies from slow networks raise it.
+BODY_TIMEOUT_DEFAULT = 10.0
+#: Accepted range of both deadlines (seconds): below 0.1 s a loopback client would be cut mid-request,
+#: beyond 10 minutes a deadline no longer bounds anything.
+TIMEOUT_RANGE = (0.1, 600.0)
+#: Seconds an idle keep-alive connection stays open between requests (the client reopens one after it).
+KEEPALIVE_TIMEOUT = 5.0
+#: Open connections one worker process holds at most; a connection beyond it is answered 503 with
+#: ``Retry-After`` and closed at once, before it costs more than an accept. An idle connection costs a
+#: few KiB and one file descriptor, so 2,048 per process (4,096 for the default 2 workers) keeps memory
+#: small and leaves room below a default 20,000-descriptor limit, while 1,000 idle plus 200 slow attack
+#: connections on one process still leave room for the honest ones.
+MAX_CONNECTIONS_DEFAULT = 2048
+#: Accepted range of the connection bound per process.
+MAX_CONNECTIONS_RANGE = (16, 100_000)
+#: Largest request line plus headers in bytes (h11's incomplete-event limit): an honest request's head is
+#: well under 2 KiB; a bearer token is 43 characters.
+MAX_HEADER_BYTES = 16 * 1024
+#: Most header fields in one request (gunicorn's and Apache's default is 100).
+MAX_HEADER_FIELDS = 100
+
+# -- rate limits per client address (aggregator/ratelimit.py) -------------------------------------------
+
+#: Reports per second one client address may submit, sustained (token bucket refill rate), and the bucket's
+#: size (the burst). A device sends a handful of reports per flush; 100/s with a burst of 2,000 (two full
+#: batches) lets a NAT of many devices or an app backend relaying through one address work, and slows a
+#: poisoning client to 360,000 reports an hour per address and process: rate limits bound the speed of
+#: forged devices, only admission tokens bound their number.
+INGEST_RATE_DEFAULT = 100.0
+INGEST_BURST_DEFAULT = 2000
+#: Failed authentications (401) per second one address may make, sustained, and the burst: 10 at once,
+#: then one every 5 s. With 256-bit tokens guessing is hopeless anyway; the bucket keeps a brute force
+#: against a weak operator-chosen token from running at the server's speed (issue 12: 1,562 tries/s).
+AUTH_FAILURE_RATE_DEFAULT = 0.2
+AUTH_FAILURE_BURST_DEFAULT = 10
+#: Accepted ranges of a rate (per second) and of a burst.
+RATE_RANGE = (0.001, 1_000_000.0)
+BURST_RANGE = (1, 10_000_000)
+#: Most client addresses one process keeps a bucket for; past it the least recently seen (which have
+#: refilled the longest) are forgotten, so that a flood of spoofed sources cannot grow memory without bound
+#: (a bucket is ~200 bytes: 100,000 of them ~20 MB).
+RATE_LIMIT_TABLE_MAX = 100_000
+#: Longest ``Retry-After`` the aggregator answers with, in seconds (a refusal of a request that can never
+#: fit, e.g. more reports than the burst, says so instead of asking to wait).
+RETRY_AFTER_MAX = 3600
+
+# -- domains and response sizes (aggregator/ingest.py, aggregator/store.py, aggregator/service.py) -------
+
+#: Distinct values one undeclared group field of a campaign may take; a report carrying a new value past
+#: it is rejected with the reason. A grouped estimate then holds at most this many groups (× k categories),
+#: instead of one per value any device chose to send (issue 12: 40,000 values made a 183 MB answer).
+MAX_GROUP_VALUES_DEFAULT = 1000
+#: Accepted range of the cap (an aggregator setting).
+MAX_GROUP_VALUES_RANGE = (1, 100_000)
+#: Distinct rounds a recurring campaign may hold (round labels come from the devices): a daily round for
+#: 27 years. A report of a new round past it is rejected with the reason.
+MAX_ROUNDS = 10_000
+#: Most cells (declared values × categories) a grouped estimate of one field may hold on this aggregator.
+#: A central release draws exact noise for every cell (30–50 µs each), empty groups included, so this
+#: keeps the largest release to a few seconds and its JSON body to tens of megabytes. A local grouped
+#: estimate lists at most this many cells per page (``group_after`` asks for the next page).
+MAX_GROUP_CELLS = 100_000
+
+# -- bearer tokens (aggregator/secret_files.py) -------------------------------------------------------
+
+#: Least entropy, in bits, of a bearer token the aggregator starts with: 2¹²⁸ guesses are out of reach of
+#: any attacker, rate limited or not. A given token's entropy is bounded from above by its length times
+#: log2 of the smallest usual alphabet holding it (hex, base64url, printable ASCII...).
+MIN_TOKEN_BITS = 128
+#: Least observed information of a token, in bits (its length times the Shannon entropy of its own
+#: character frequencies): refuses long tokens made of few symbols (``aaaa…``, ``abab…``) that the
+#: alphabet bound overrates. A random 128-bit hex token observes ≥ 100 bits with overwhelming probability.
+MIN_TOKEN_OBSERVED_BITS = 80
+#: Bytes of a generated token (``secrets.token_urlsafe``): 256 bits.
+GENERATED_TOKEN_BYTES = 32

@@ -429,8 +429,8 @@ def test_public_names_are_pinned() -> None:
         "PSEUDONYM_LABEL", "PSEUDONYM_LABEL_V2", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "SUITE_ID",
         "SUPPORTED_VERSIONS", "TAG_BYTES", "canonical_json", "check_public_key", "decode_key", "device_public_key",
         "device_signing_key", "encode_key", "generate_keypair", "hpke_info", "make_pseudonym", "new_report_id",
-        "open_envelope", "pad_plaintext", "parse_json_object", "pseudonym_of_key", "public_key_of", "seal",
-        "signed_message", "unpad_plaintext", "verify_possession",
+        "open_envelope", "pad_plaintext", "parse_json", "parse_json_object", "pseudonym_of_key", "public_key_of",
+        "seal", "signed_message", "unpad_plaintext", "verify_possession",
     ]  # fmt: skip
     assert all(hasattr(env, name) for name in env.__all__)
 

@@ -1,4 +1,4 @@
-"""The real aggregator (``deniable serve`` under gunicorn) as a subprocess on a free loopback port.
+"""The real aggregator (``deniable serve``: gunicorn over uvicorn workers) as a subprocess on a free loopback port.
 
 Usage (or use the ``aggregator`` / ``fresh_aggregator`` / ``server_factory`` fixtures of conftest)::
 
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+
+from deniable.aggregator.ratelimit import SIMULATION_ENV
 
 __all__ = ["RunningServer", "free_port", "start_server"]
 
@@ -94,6 +96,7 @@ class RunningServer:
             "DENIABLE_ANALYST_TOKEN": self.analyst_token,
             "DENIABLE_ISSUER_TOKEN": self.issuer_token,
             "PYTHONUNBUFFERED": "1",
+            **SIMULATION_ENV,  # one address for the whole suite; the tests of the limits pass their own
             **self.extra_env,
         }
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
