@@ -39,7 +39,9 @@ RAW_REQUESTS = [
 ]
 #: How a line the server printed may begin: its start-up lines, gunicorn/uvicorn records, the access log,
 #: an indented traceback line.
-LINE_START = re.compile(r'^(admin token: |analyst token: |issuer token: |deniable aggregator on |\[\d{4}-\d\d-\d\d |"[A-Z]+ /|\| )')
+LINE_START = re.compile(
+    r'^((admin|analyst|issuer) token: |deniable aggregator on |\[\d{4}-\d\d-\d\d |"[A-Z]+ /|\| )'
+)
 
 
 def _raw(server: RunningServer, data: bytes) -> None:
