@@ -30,14 +30,11 @@ function asBytes(data, name) {
   throw new TypeError(`'${name}' must be a Uint8Array or a string`);
 }
 
-async function hmacSha256(key, data) {
-  const subtle = globalThis.crypto.subtle;
-  const handle = await subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-  return new Uint8Array(await subtle.sign('HMAC', handle, data));
-}
+const importHmacKey = (raw) =>
+  globalThis.crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
 
 export class HmacDrbg {
-  #key;
+  #key; // the CryptoKey of K (re-imported whenever K changes)
   #value;
   #reseedCounter;
   #buffer = new Uint8Array(0);
@@ -54,20 +51,24 @@ export class HmacDrbg {
       throw new InvalidParameter(`HMAC_DRBG needs at least 32 bytes of entropy input, got ${entropy.length}`);
     }
     const drbg = new HmacDrbg(PRIVATE);
-    drbg.#key = new Uint8Array(OUTLEN);
+    drbg.#key = await importHmacKey(new Uint8Array(OUTLEN));
     drbg.#value = new Uint8Array(OUTLEN).fill(1);
     await drbg.#update(concat(entropy, asBytes(nonce, 'nonce'), asBytes(personalization, 'personalization')));
     drbg.#reseedCounter = 1;
     return drbg;
   }
 
+  async #hmac(data) {
+    return new Uint8Array(await globalThis.crypto.subtle.sign('HMAC', this.#key, data));
+  }
+
   /** HMAC_DRBG_Update (§10.1.2.2). */
   async #update(provided) {
-    this.#key = await hmacSha256(this.#key, concat(this.#value, Uint8Array.of(0), provided));
-    this.#value = await hmacSha256(this.#key, this.#value);
+    this.#key = await importHmacKey(await this.#hmac(concat(this.#value, Uint8Array.of(0), provided)));
+    this.#value = await this.#hmac(this.#value);
     if (provided.length) {
-      this.#key = await hmacSha256(this.#key, concat(this.#value, Uint8Array.of(1), provided));
-      this.#value = await hmacSha256(this.#key, this.#value);
+      this.#key = await importHmacKey(await this.#hmac(concat(this.#value, Uint8Array.of(1), provided)));
+      this.#value = await this.#hmac(this.#value);
     }
   }
 
@@ -83,7 +84,7 @@ export class HmacDrbg {
     if (additional.length) await this.#update(additional);
     const out = new Uint8Array(Math.ceil(nbytes / OUTLEN) * OUTLEN);
     for (let offset = 0; offset < nbytes; offset += OUTLEN) {
-      this.#value = await hmacSha256(this.#key, this.#value);
+      this.#value = await this.#hmac(this.#value);
       out.set(this.#value, offset);
     }
     await this.#update(additional);
