@@ -114,6 +114,8 @@ EPSILONS = [
     12.5,
     20.0,
 ]
+#: Edge cases (subnormal, tiny, far beyond the campaign range) and 40 doubles drawn uniformly from [0.001, 10].
+EPSILONS += [1e-300, 5e-324, 50.0, 100.0] + [float(x) for x in np.random.default_rng(16).uniform(0.001, 10.0, 40)]
 
 
 def samplers_cases() -> list[dict[str, Any]]:
