@@ -171,6 +171,7 @@ def test_sign_in_list_campaign_page_csv_and_sign_out(browser: Any, server: Runni
     shown = [float(b.get_attribute("data-estimate")) for b in page.locator("g.bar").all()]
     assert shown == [c["proportion"] for c in release["categories"]]
     assert page.locator("table.comparison tbody tr").count() == 2
+    assert float(page.locator("#accountant-totals").get_attribute("data-spent")) == 0.5
     logged = page.locator("table.releases tbody tr")
     assert logged.count() == 1 and logged.first.get_attribute("data-epsilon") == "0.5"
     assert "not released to analysts" in page.locator("#timeline-heading + p").inner_text()

@@ -173,19 +173,21 @@ class Analyst:
     # -- central campaigns -----------------------------------------------------------------------
 
     def accountant(self, campaign_id: str) -> dict[str, Any]:
-        """The privacy accountant's totals of a central campaign: ``budget``, ``epsilon_spent`` and
-        ``epsilon_remaining`` (from the campaign's counters; no ε is spent to read them)."""
+        """The privacy accountant's totals of a central campaign (no ε is spent to read them):
+        ``budget``, ``epsilon_spent`` and ``epsilon_remaining``, plus the accountant's own ``totals`` (every
+        form: Σε, ρ, ε at δ by rule) when the aggregator serves them with its release log."""
         summary = self.campaign(campaign_id)
         if summary.get("trust_model") != "central":
             raise InvalidParameter(
                 f"campaign {campaign_id!r} is local: it has no central budget (each device spends its ε once)"
             )
-        budget, spent = float(summary["budget"]), float(summary["epsilon_spent"])
+        log = self._http.request("GET", _path(campaign_id, "releases"), params={"limit": 1})
         return {
             "campaign_id": campaign_id,
-            "budget": budget,
-            "epsilon_spent": spent,
-            "epsilon_remaining": max(0.0, round(budget - spent, 12)),
+            "budget": float(log.get("budget", summary["budget"])),
+            "epsilon_spent": float(log.get("epsilon_spent", summary["epsilon_spent"])),
+            "epsilon_remaining": float(log["epsilon_remaining"]),
+            "totals": log.get("accountant"),
         }
 
     def releases(self, campaign_id: str) -> Records:
