@@ -2,7 +2,7 @@
 
 ::
 
-    export DENIABLE_URL=http://127.0.0.1:8000 DENIABLE_TOKEN_FILE=data/tokens/analyst.token
+    export DENIABLE_URL=http://127.0.0.1:8000 DENIABLE_TOKEN_FILE=deniable-data/tokens/analyst.token
     deniable campaigns list --status open
     deniable campaigns create smoking --question "Do you smoke?" --categories no,yes --epsilon 1
     deniable estimate smoking --group-by country --format csv > smoking.csv
