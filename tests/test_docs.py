@@ -74,7 +74,10 @@ def test_production_page_has_tls_tokens_backups_upgrades_and_sizing_from_the_ben
     nginx = re.search(r"```nginx\n(.*?)```", page, re.S)
     assert nginx is not None
     config = nginx.group(1)
-    assert "proxy_pass" in config and "ssl_certificate" in config and "client_max_body_size 8m" in config
+    assert "proxy_pass" in config and "ssl_certificate" in config
+    assert re.search(r"client_max_body_size\s+8m;", config)  # = --max-body-bytes
+    assert "X-Forwarded-For $remote_addr" in config  # the client's address, not a chain the client wrote
+    assert config.index("limit_conn_zone") < config.index("server {")  # an http-level directive (nginx -t)
     assert "$remote_addr" not in config.split("log_format", 1)[1].split(";", 1)[0]  # no address in the log
     for figure in re.findall(r"\*\*([\d,.]+ (?:reports/s|ms|bytes))\*\*", page):
         assert figure in README, f"production.md cites {figure!r}, which is not a README benchmark figure"
