@@ -177,3 +177,21 @@ def test_estimate_table_says_why_a_tiny_n_leaves_the_unit_range(server: RunningS
     assert "158.2%" in done.stdout and "-58.2%" in done.stdout
     assert "note: 2 counts outside [0, n]: count and proportion are unbiased" in done.stdout
     assert "consistent_count is the biased variant" in done.stdout
+
+
+def test_a_central_release_outside_the_range_gets_the_same_note() -> None:
+    """Central noise is unbiased too: a noisy count below 0 (n private under add-remove) gets the note."""
+    from deniable.aggregator.analyst.cli import _estimate_table
+    from deniable.aggregator.analyst.records import estimate_rows
+
+    body = {
+        "campaign_id": "c", "trust_model": "central", "noise": "discrete-laplace", "epsilon": 1.0, "n": None,
+        "level": 0.95, "categories": [
+            {"category": "no", "count": -2.0, "stderr": 1.4, "ci": [-5.0, 1.0], "proportion": None,
+             "proportion_stderr": None, "proportion_ci": [None, None]},
+            {"category": "yes", "count": 3.0, "stderr": 1.4, "ci": [0.0, 6.0], "proportion": None,
+             "proportion_stderr": None, "proportion_ci": [None, None]},
+        ],
+    }  # fmt: skip
+    table = _estimate_table(estimate_rows(body, question="q?"))
+    assert "note: 1 count outside [0, n]: count and proportion are unbiased" in table

@@ -323,14 +323,17 @@ def _estimate_table(records: Records) -> str:
         stats["count"] for stats in by_key.values()
         if "count" in stats and _outside(stats["count"].get("estimate"), stats["count"].get("n"))
     ]  # fmt: skip
-    if outside and first["trust_model"] == "local":  # said next to the numbers, as the API's body says it
+    if outside:  # said next to the numbers, as the API's body says it (local reports' noise or central noise)
         table += f"\nnote: {plural(len(outside), 'count')} outside [0, n]: {UNBIASED_NOTE}"
     return table
 
 
 def _outside(count: Any, n: Any) -> bool:
-    """Whether an unbiased count left [0, n] (possible, and expected at tiny n)."""
-    return isinstance(count, int | float) and isinstance(n, int) and not 0 <= count <= n
+    """Whether an unbiased count left [0, n] (possible, and expected at tiny n); below 0 is outside even
+    where a central campaign keeps n private (add-remove: n is None)."""
+    if not isinstance(count, int | float):
+        return False
+    return count < 0 or (isinstance(n, int) and count > n)
 
 
 def _estimate(args: argparse.Namespace) -> int:
