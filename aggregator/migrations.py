@@ -58,6 +58,12 @@ Version 9 adds *admission tokens* (``docs/admission-tokens.md``):
   UTC day only. Nothing links it to the report row or to an account.
 * ``token_accounts``: per campaign and account of the app's backend (stored as an HMAC, never the name),
   how many tokens the issuer granted, so that no account gets more than ``tokens_per_account``.
+
+Version 10 makes a report id a retry only *of the same device*: the primary key of ``reports`` becomes
+(campaign, report id, pseudonym). Under version 9 a report id already stored under another pseudonym
+made the device's own envelope a "duplicate": an observer who saw an undelivered envelope could post its
+own signed answer under that report id first, and the device's report was settled as delivered while
+never counted. The table is rebuilt (SQLite cannot alter a primary key) and its rows copied.
 """
 
 from __future__ import annotations
@@ -262,8 +268,30 @@ _V9: tuple[str, ...] = (
     """,
 )
 
+_V10: tuple[str, ...] = (
+    """
+    CREATE TABLE reports_v10 (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        report_id    BLOB NOT NULL,
+        round        TEXT NOT NULL DEFAULT '',
+        pseudonym    BLOB NOT NULL,
+        groups_json  TEXT NOT NULL,
+        report_json  TEXT NOT NULL,
+        received_day TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, report_id, pseudonym),
+        UNIQUE (campaign_id, round, pseudonym)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO reports_v10 (campaign_id, report_id, round, pseudonym, groups_json, report_json, received_day)
+    SELECT campaign_id, report_id, round, pseudonym, groups_json, report_json, received_day FROM reports
+    """,
+    "DROP TABLE reports",
+    "ALTER TABLE reports_v10 RENAME TO reports",
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

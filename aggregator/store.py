@@ -422,15 +422,17 @@ class Store:
     # -- reports ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _existing(conn: sqlite3.Connection, campaign_id: str, column: str, values: Sequence[bytes]) -> set[bytes]:
-        found: set[bytes] = set()
-        for chunk in _chunks(values):
+    def _existing_reports(conn: sqlite3.Connection, campaign_id: str, ids: Sequence[bytes]) -> set[tuple[bytes, bytes]]:
+        """The ``(report_id, pseudonym)`` pairs stored under any of ``ids``: a report id is a retry only of
+        the device that stored it (schema version 10)."""
+        found: set[tuple[bytes, bytes]] = set()
+        for chunk in _chunks(ids):
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(
-                f"SELECT {column} FROM reports WHERE campaign_id = ? AND {column} IN ({marks})",  # noqa: S608
+                f"SELECT report_id, pseudonym FROM reports WHERE campaign_id = ? AND report_id IN ({marks})",  # noqa: S608
                 (campaign_id, *chunk),
             )
-            found.update(row[0] for row in rows)
+            found.update((row[0], row[1]) for row in rows)
         return found
 
     @staticmethod
@@ -559,7 +561,7 @@ class Store:
                 raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
             ids = [bytes.fromhex(r.report_id) for r in reports]
             devices = [bytes.fromhex(r.pseudonym) for r in reports]
-            known_ids = self._existing(conn, campaign_id, "report_id", ids)
+            known_ids = self._existing_reports(conn, campaign_id, ids)
             known_devices = self._existing_devices(
                 conn, campaign_id, [(r.round, d) for r, d in zip(reports, devices, strict=True)]
             )
@@ -572,7 +574,7 @@ class Store:
             caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
             domains: dict[str, set[str]] = {}
             for report, report_id, device in zip(reports, ids, devices, strict=True):
-                if report_id in known_ids:
+                if (report_id, device) in known_ids:  # a retry of this device's report, not another's id
                     outcomes.append(("duplicate", _SAME_REPORT))
                     continue
                 if (report.round, device) in known_devices:
@@ -588,7 +590,7 @@ class Store:
                         continue
                     spent.add(report.token_nonce)
                     new_tokens.append((campaign_id, report.token_nonce, day))
-                known_ids.add(report_id)
+                known_ids.add((report_id, device))
                 known_devices.add((report.round, device))
                 outcomes.append(("accepted", None))
                 items = tuple(report.groups.items())

@@ -119,3 +119,39 @@ def test_a_forgery_does_not_tell_whether_the_pseudonym_has_reported(aggregator: 
         result = response.json()["results"][0]
         answers.append((response.status_code, result["status"], result["reason"]))
     assert answers[0] == answers[1] == (200, "rejected", PROOF_FAILED)
+
+
+@pytest.mark.parametrize("trust_model", ["local", "central"])
+def test_an_observer_cannot_pre_empt_a_devices_report_id_under_its_own_key(
+    aggregator: RunningServer, tmp_path: Path, trust_model: str
+) -> None:
+    """The observer seals its own answer, correctly signed by its own device key, under the *captured
+    report id* and posts it first. Before the fix the device's real envelope then came back "duplicate"
+    (the report id was taken), the SDK settled it as delivered, and only the forger's answer was stored."""
+    cid = f"pop-squat-{trust_model}"
+    fields: dict[str, Any] = {"id": cid, "question": "Smoked?", "categories": ["no", "yes"], "epsilon": 1.0}
+    if trust_model == "central":
+        fields.update(trust_model="central", budget=2.0)
+    config = CampaignConfig.from_json(aggregator.create_campaign(**fields))
+    link = Wiretap(aggregator.url)
+    device = Client(aggregator.url, tmp_path / "device", transport=link, allow_central=True)
+    device.submit(cid, "yes")
+    assert device.deliver().delivered == 0
+    captured = link.captured[0]
+    squat = config.seal(config.make_payload(0, {}), device_secret=b"\x07" * 32, report_id=captured["report_id"])
+    body = aggregator.post(f"/api/v1/campaigns/{cid}/reports", json={"reports": [squat.to_json()]}).json()
+    assert body["accepted"] == 1, body  # a device of its own (Sybils are the admission tokens' business)
+
+    link.down = False
+    result = device.deliver()
+    assert (result.delivered, result.accepted, result.pending) == (1, 1, 0), result  # counted, not "duplicate"
+    store = Store(aggregator.data_dir / "deniable.sqlite3")
+    try:
+        stored = sorted(json.loads(report) for _, _, report in store.iter_reports(cid))
+    finally:
+        store.close()
+    assert stored == [0, 1]  # the forger's "no" and the device's own "yes"
+    # its retry is still a duplicate of its own report, and the forger's too
+    again = aggregator.post(f"/api/v1/campaigns/{cid}/reports", json={"reports": [captured, squat.to_json()]}).json()
+    assert again["duplicate"] == 2, again
+    device.close()

@@ -186,9 +186,9 @@ def test_a_device_counts_once_per_round_and_each_round_has_its_own_tallies(tmp_p
     )
     assert [status for status, _ in outcomes] == ["accepted", "duplicate", "accepted", "accepted"]
     assert "once per round" in str(outcomes[1][1])
-    assert ingest(store, [row(3, value=1, pseudonym="e" * 64, round="w3")])[0] == (
+    assert ingest(store, [row(3, value=1, pseudonym=device, round="w3")])[0] == (
         "duplicate", "this report_id is already stored; the retry changes nothing",
-    )  # fmt: skip  # report ids stay unique per campaign, across rounds
+    )  # fmt: skip  # a device's report ids stay unique per campaign, across rounds
     assert store.rounds("c1") == [("w1", 1), ("w2", 2)]
     assert store.all_tallies("c1", round="w1")[OVERALL] == StoredTally(1, [0, 1, 0, 0])
     assert store.all_tallies("c1", round="w2")[OVERALL] == StoredTally(2, [0, 1, 0, 1])
@@ -218,7 +218,7 @@ def test_migration_to_rounds_keeps_the_reports_of_a_version_1_database(tmp_path:
     assert store.rounds("c1") == [("", 2)]
     assert sorted(r for r, _, _ in store.iter_reports("c1", round="")) == [f"{1:02x}" * 16, f"{2:02x}" * 16]
     # the old device may not count twice, the old report ids stay known
-    old_id = ReportRow(bytes([2]).hex() * 16, "f" * 64, {"country": "NL"}, "0", (0,))
+    old_id = ReportRow(bytes([2]).hex() * 16, bytes([2]).hex() * 32, {"country": "NL"}, "0", (0,))
     outcomes = ingest(store, [row(9, pseudonym=bytes([1]).hex() * 32), old_id])
     assert [status for status, _ in outcomes] == ["duplicate", "duplicate"]
 
