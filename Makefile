@@ -62,6 +62,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/client.py
 	$(BIN)/python benchmarks/central.py
 	$(BIN)/python benchmarks/accounting.py
+	$(BIN)/python benchmarks/slowclients.py --seconds 15
+	$(BIN)/python benchmarks/flood.py --seconds 10
+	$(BIN)/python benchmarks/amplification.py
+	$(BIN)/python benchmarks/mean.py
+	$(BIN)/python benchmarks/batch.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
