@@ -27,6 +27,7 @@ function string(text) {
 
 function write(value, out) {
   if (value === null || value === true || value === false) out.push(String(value));
+  else if (value instanceof Number) write(value.valueOf(), out); // a float written '1.0' (json.js)
   else if (typeof value === 'number') {
     if (!Number.isFinite(value)) throw new InvalidParameter(`canonical JSON numbers must be finite, got ${value}`);
     out.push(JSON.stringify(value)); // ECMAScript Number::toString; -0 is written 0

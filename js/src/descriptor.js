@@ -1,0 +1,509 @@
+/**
+ * The campaign descriptor: validated with the rules of `deniable.shared.campaign.CampaignConfig.from_json`
+ * (the same checks, in the same order, with the same error codes and, for every rule, the same message as
+ * the Python client), pinned by its fingerprint, and measured for padding (docs/wire-format.md §3, §7.1).
+ *
+ * `Campaign.fromJson(obj)` returns a frozen `Campaign` or throws `InvalidConfig`, and nothing else: a device
+ * never randomizes under a descriptor it does not fully understand. `obj` should come from `parseJson`
+ * (json.js), which keeps `2.0` apart from `2` as Python's `json.loads` does; a plain `JSON.parse` result is
+ * accepted too (it merely cannot show that an integer was written as a float).
+ *
+ * Limits: `admission` descriptors are validated for their shape (keys, type, token type, quota) but the
+ * issuer key's DER is not parsed; the browser client cannot obtain admission tokens and refuses to
+ * answer such campaigns (`AdmissionTokenRequired`).
+ */
+
+import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
+import { canonicalJson, pinnedFingerprint } from './canonical.js';
+import { b64urlDecode } from './bytes.js';
+import { InvalidConfig, InvalidParameter, InvalidReport, fmtG, pyRepr, show } from './errors.js';
+import { isJsonInt, isJsonNumber, isPlainObject, unbox } from './json.js';
+import { buildMechanism } from './mechanisms.js';
+
+export const FORMAT_VERSION = 2;
+export const SUPPORTED_VERSIONS = [1, 2];
+export const SUITE_ID = 'X25519-HKDF-SHA256-ChaCha20Poly1305';
+export const CAMPAIGN_EPSILON = [0.001, 10.0];
+export const MAX_BUDGET = 100.0;
+export const MAX_QUESTION_CHARS = 2000;
+export const MAX_CATEGORIES = 4096;
+export const MAX_CATEGORY_CHARS = 200;
+export const MAX_GROUP_FIELDS = 8;
+export const MAX_GROUP_VALUE_CHARS = 64;
+export const MAX_GROUP_VALUES = 1000;
+export const MAX_ROUND_CHARS = 32;
+export const CENTRAL_DELTA_RANGE = [1e-15, 1e-3];
+export const MAX_RHO = 50.0;
+export const MAX_GROUP_SIZE = 100;
+/** The admission token's length in base64url characters (354 bytes, docs/wire-format.md §7). */
+const TOKEN_CHARS = 472;
+
+const LOCAL_MECHANISMS = ['binary-rr', 'grr', 'oue', 'olh'];
+const TRUST_MODELS = ['local', 'central'];
+const ADJACENCIES = ['add-remove', 'replace'];
+const STATUSES = ['open', 'closed'];
+const REQUIRED = [
+  'id', 'question', 'categories', 'epsilon', 'mechanism', 'params', 'group_fields', 'public_key',
+  'format_version', 'suite', 'status', 'trust_model',
+];
+const OPTIONAL = [
+  'budget', 'adjacency', 'group_values', 'recurring', 'delta', 'budget_delta', 'budget_rho', 'group_size',
+  'admission',
+];
+const CENTRAL_OPTIONAL = ['delta', 'budget_delta', 'budget_rho', 'group_size'];
+const SLUG_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+const ROUND_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$/;
+const ROUND_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$';
+
+/** Python's len(): code points. */
+const pyLen = (text) => {
+  let n = 0;
+  // eslint-disable-next-line no-unused-vars
+  for (const _ of text) n += 1;
+  return n;
+};
+const sortedCodePoints = (items) => [...items].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+const reprList = (items) => items.map(pyRepr).join(', ');
+
+function checkUnicode(name, value, Err) {
+  if (!value.isWellFormed()) throw new Err(`${name} must be valid Unicode text (it contains a lone surrogate)`);
+}
+
+function checkSlug(name, value) {
+  if (typeof value !== 'string' || !SLUG_RE.test(value)) {
+    throw new InvalidConfig(
+      `${pyRepr(name)} must be a slug matching ^[a-z0-9][a-z0-9-]{0,63}$ (lowercase letters, digits, '-'), ` +
+      `got ${show(value)}`,
+    );
+  }
+}
+
+function checkText(name, value, max) {
+  if (typeof value !== 'string' || !(pyLen(value) >= 1 && pyLen(value) <= max)) {
+    throw new InvalidConfig(`${pyRepr(name)} must be a string of 1..${max} characters, got ${show(value)}`);
+  }
+  checkUnicode(pyRepr(name), value, InvalidConfig);
+}
+
+function checkChoice(name, value, allowed) {
+  if (typeof value !== 'string' || !allowed.includes(value)) {
+    throw new InvalidConfig(`${pyRepr(name)} must be one of ${reprList(allowed)}, got ${show(value)}`);
+  }
+}
+
+function got(value) {
+  if (typeof value === 'boolean') {
+    return `${value ? 'True' : 'False'} (a boolean is not a number; JSON true/false are not accepted)`;
+  }
+  if (typeof value === 'string') {
+    const shown = pyLen(value) <= 40 ? pyRepr(value) : `a string of ${pyLen(value)} characters`;
+    return `${shown} (a string is not a number; send the number without quotes)`;
+  }
+  if (value instanceof Number && Number.isInteger(value.valueOf())) return String(value.valueOf());
+  if (value === null || isJsonNumber(value)) return show(value);
+  return `a ${Array.isArray(value) ? 'list' : 'dict'} (not a number)`;
+}
+
+function checkRange(name, value, [low, high]) {
+  if (isJsonNumber(value)) {
+    const x = unbox(value);
+    if (Number.isFinite(x) && low <= x && x <= high) return x;
+  }
+  throw new InvalidConfig(`${pyRepr(name)} must be a number in [${fmtG(low)}, ${fmtG(high)}], got ${got(value)}`);
+}
+
+function checkNumber(name, value, upper) {
+  const x = unbox(value);
+  if (!isJsonNumber(value) || !Number.isFinite(x) || !(x > 0 && x <= upper)) {
+    throw new InvalidConfig(`${pyRepr(name)} must be a finite number in (0, ${fmtG(upper)}], got ${show(value)}`);
+  }
+  return x;
+}
+
+function checkLabels(where, values, [low, high], maxChars, noun) {
+  if (!Array.isArray(values) || values.length < low || values.length > high) {
+    const size = Array.isArray(values) ? `${values.length} of them` : show(values);
+    throw new InvalidConfig(`${where} must be a list of ${low}..${high} ${noun}, got ${size}`);
+  }
+  values.forEach((label, i) => {
+    const item = `${where.slice(0, -1)}[${i}]'`;
+    if (typeof label !== 'string' || pyLen(label) < 1 || pyLen(label) > maxChars) {
+      throw new InvalidConfig(`${item} must be a string of 1..${maxChars} characters, got ${show(label)}`);
+    }
+    checkUnicode(item, label, InvalidConfig);
+  });
+  const seen = new Set();
+  for (const label of values) {
+    if (seen.has(label)) throw new InvalidConfig(`${where} must be unique, ${pyRepr(label)} appears twice`);
+    seen.add(label);
+  }
+  return Object.freeze([...values]);
+}
+
+function checkGroupFields(fields) {
+  if (!Array.isArray(fields) || fields.length > MAX_GROUP_FIELDS) {
+    throw new InvalidConfig(
+      `'group_fields' must be a list of at most ${MAX_GROUP_FIELDS} slugs, got ${show(fields)}` +
+      (Array.isArray(fields) ? ` of ${fields.length}` : ''),
+    );
+  }
+  fields.forEach((name, i) => checkSlug(`group_fields[${i}]`, name));
+  if (new Set(fields).size !== fields.length) throw new InvalidConfig("'group_fields' must be unique");
+  return Object.freeze([...fields]);
+}
+
+function checkGroupValues(groupValues, fields) {
+  if (!isPlainObject(groupValues)) {
+    throw new InvalidConfig(
+      `'group_values' must be an object mapping group fields to lists of values, got ${show(groupValues)}`,
+    );
+  }
+  const checked = {};
+  for (const [name, values] of Object.entries(groupValues)) {
+    if (!fields.includes(name)) {
+      throw new InvalidConfig(
+        `'group_values' keys must be group fields (${reprList(fields) || 'none'}), got ${show(name)}`,
+      );
+    }
+    checked[name] = checkLabels(`'group_values.${name}'`, values, [1, MAX_GROUP_VALUES], MAX_GROUP_VALUE_CHARS, 'values');
+  }
+  const ordered = {};
+  for (const name of fields) if (name in checked) ordered[name] = checked[name];
+  return Object.freeze(ordered);
+}
+
+/** The public key must decode to 32 bytes and not be a small-order point (one trial encapsulation). */
+async function checkPublicKey(key) {
+  if (typeof key !== 'string') throw new InvalidConfig(`'public_key' must be a base64url string, got ${show(key)}`);
+  const raw = b64urlDecode(key);
+  if (raw === null || raw.length !== 32) {
+    const shown = pyLen(key) <= 64 ? pyRepr(key) : 'a str';
+    throw new InvalidConfig(`'public_key' must be 32 bytes in base64url without padding (43 characters), got ${shown}`);
+  }
+  const kem = new DhkemX25519HkdfSha256();
+  try {
+    await kem.encap({ recipientPublicKey: await kem.deserializePublicKey(raw.buffer.slice(0)) });
+  } catch {
+    throw new InvalidConfig('the public key is a small-order X25519 point; nothing can be sealed to it');
+  }
+  return raw;
+}
+
+function checkAdmission(obj) {
+  const keys = ['issuer_key', 'token_type', 'tokens_per_account', 'type'];
+  if (!isPlainObject(obj) || sortedCodePoints(Object.keys(obj)).join() !== keys.join()) {
+    throw new InvalidConfig(`'admission' must be an object with exactly the keys [${reprList(keys)}]`);
+  }
+  if (obj.type !== 'privacy-pass-blind-rsa' || unbox(obj.token_type) !== 2) {
+    throw new InvalidConfig(
+      "'admission' must have type 'privacy-pass-blind-rsa' and token_type 2; update the client to answer " +
+      'campaigns with other admission tokens',
+    );
+  }
+  return Object.freeze({ ...obj });
+}
+
+function checkParams(params, expected) {
+  if (!isPlainObject(params)) throw new InvalidConfig(`'params' must be an object, got ${show(params)}`);
+  const names = sortedCodePoints(Object.keys(expected));
+  const gotNames = sortedCodePoints(Object.keys(params));
+  if (names.join('\u0000') !== gotNames.join('\u0000')) {
+    throw new InvalidConfig(
+      `'params' must have exactly the keys ${reprList(names)}, got ${gotNames.map(show).join(', ') || 'none'}`,
+    );
+  }
+  for (const [name, value] of Object.entries(expected)) {
+    const x = params[name];
+    if (!isJsonInt(x) || x !== value) {
+      const why = name === 'k' ? 'the number of categories' : 'round(e^epsilon) + 1';
+      throw new InvalidConfig(`'params.${name}' must be ${value} (${why}), got ${show(x)}`);
+    }
+  }
+  return Object.freeze({ ...params });
+}
+
+/** Python's round(): half to even. */
+function roundHalfEven(x) {
+  const r = Math.round(x);
+  return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** OLH's g = max(2, round(e^ε) + 1), as `OLH.g`. */
+export const olhG = (epsilon) => Math.max(2, roundHalfEven(Math.exp(epsilon)) + 1);
+
+export class Campaign {
+  /** Validate `obj` (a parsed descriptor): a frozen Campaign, or `InvalidConfig` naming the field. */
+  static async fromJson(obj) {
+    if (!isPlainObject(obj)) throw new InvalidConfig(`a campaign config must be a JSON object, got ${show(obj)}`);
+    const present = Object.keys(obj);
+    const missing = sortedCodePoints(REQUIRED.filter((key) => !present.includes(key)));
+    const unknown = sortedCodePoints(present.filter((key) => !REQUIRED.includes(key) && !OPTIONAL.includes(key)));
+    if (missing.length || unknown.length) {
+      const parts = missing.length ? [`missing ${reprList(missing)}`] : [];
+      if (unknown.length) parts.push(`unknown ${unknown.slice(0, 5).map(show).join(', ')}`);
+      throw new InvalidConfig(`campaign config keys are wrong: ${parts.join('; ')}`);
+    }
+    for (const name of ['categories', 'group_fields']) {
+      if (!Array.isArray(obj[name])) throw new InvalidConfig(`${pyRepr(name)} must be a JSON array, got ${show(obj[name])}`);
+    }
+    if (!isPlainObject(obj.params)) throw new InvalidConfig(`'params' must be a JSON object, got ${show(obj.params)}`);
+    const c = new Campaign(PRIVATE);
+    checkSlug('id', obj.id);
+    c.id = obj.id;
+    checkText('question', obj.question, MAX_QUESTION_CHARS);
+    c.question = obj.question;
+    c.categories = checkLabels("'categories'", obj.categories, [2, MAX_CATEGORIES], MAX_CATEGORY_CHARS, 'labels');
+    c.epsilon = checkRange('epsilon', obj.epsilon, CAMPAIGN_EPSILON);
+    c.groupFields = checkGroupFields(obj.group_fields);
+    c.groupValues = checkGroupValues(obj.group_values ?? {}, c.groupFields);
+    checkChoice('trust_model', obj.trust_model, TRUST_MODELS);
+    c.trustModel = obj.trust_model;
+    checkChoice('status', obj.status, STATUSES);
+    c.status = obj.status;
+    c.publicKeyBytes = await checkPublicKey(obj.public_key);
+    c.publicKey = obj.public_key;
+    const recurring = obj.recurring ?? false;
+    if (typeof recurring !== 'boolean') throw new InvalidConfig(`'recurring' must be true or false, got ${show(recurring)}`);
+    c.recurring = recurring;
+    c.admission = obj.admission == null ? null : checkAdmission(obj.admission);
+    if (!isJsonInt(obj.format_version) || !SUPPORTED_VERSIONS.includes(obj.format_version)) {
+      throw new InvalidConfig(
+        `'format_version' must be one of [${SUPPORTED_VERSIONS.join(', ')}], got ${show(obj.format_version)}; ` +
+        'update the client to read newer campaigns',
+      );
+    }
+    c.formatVersion = obj.format_version;
+    if (obj.suite !== SUITE_ID) throw new InvalidConfig(`'suite' must be ${pyRepr(SUITE_ID)}, got ${show(obj.suite)}`);
+    c.suite = obj.suite;
+    c.mechanism = obj.mechanism;
+    c.budget = obj.budget ?? null;
+    c.adjacency = obj.adjacency ?? null;
+    for (const name of CENTRAL_OPTIONAL) c[name] = obj[name] ?? null;
+    if (c.trustModel === 'central') c.#checkCentral();
+    else c.#checkLocal();
+    const expected = { k: c.categories.length };
+    if (c.mechanism === 'olh') expected.g = olhG(c.epsilon);
+    c.params = checkParams(obj.params, expected);
+    c.k = c.categories.length;
+    c.mechanismImpl = c.trustModel === 'local' ? buildMechanism(c.mechanism, c.epsilon, c.k, c.params) : null;
+    c.json = c.toJson();
+    c.fingerprint = await pinnedFingerprint(c.json);
+    c.paddedLength = c.#paddedLength();
+    return Object.freeze(c);
+  }
+
+  constructor(token) {
+    if (token !== PRIVATE) throw new TypeError('use await Campaign.fromJson(descriptor)');
+  }
+
+  #checkLocal() {
+    if (this.budget !== null || this.adjacency !== null) {
+      throw new InvalidConfig("'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones");
+    }
+    for (const name of CENTRAL_OPTIONAL) {
+      if (this[name] !== null) throw new InvalidConfig(`${pyRepr(name)} applies to central campaigns only; leave it null for local ones`);
+    }
+    checkChoice('mechanism', this.mechanism, LOCAL_MECHANISMS);
+    if (this.mechanism === 'binary-rr' && this.categories.length !== 2) {
+      throw new InvalidConfig(
+        `mechanism 'binary-rr' needs exactly 2 categories, got ${this.categories.length}; use 'grr', 'oue' or 'olh'`,
+      );
+    }
+  }
+
+  #checkCentral() {
+    if (this.recurring) {
+      throw new InvalidConfig(
+        "'recurring' applies to local campaigns only: a central campaign's curator sees each raw answer, so " +
+        'there is no permanent randomized response to reuse across rounds',
+      );
+    }
+    if (this.mechanism !== 'none') {
+      throw new InvalidConfig(
+        "central campaigns have no device mechanism: 'mechanism' must be 'none' (or 'auto', or left out, when " +
+        `creating one), got ${show(this.mechanism)}`,
+      );
+    }
+    const [low, high] = CENTRAL_DELTA_RANGE;
+    for (const name of ['delta', 'budget_delta']) {
+      const value = this[name];
+      if (value !== null) {
+        const x = unbox(value);
+        if (!isJsonNumber(value) || !(low <= x && x <= high)) {
+          throw new InvalidConfig(`${pyRepr(name)} must be a number in [${fmtG(low)}, ${fmtG(high)}], got ${show(value)}`);
+        }
+        this[name] = x;
+      }
+    }
+    if (this.group_size !== null && (!isJsonInt(this.group_size) || this.group_size < 1 || this.group_size > MAX_GROUP_SIZE)) {
+      throw new InvalidConfig(
+        `'group_size' must be an integer in [1, ${MAX_GROUP_SIZE}] (reports one respondent may contribute), ` +
+        `got ${show(this.group_size)}`,
+      );
+    }
+    if (this.budget_rho !== null) {
+      if (this.budget !== null || this.budget_delta !== null) {
+        throw new InvalidConfig(
+          "state one budget: 'budget' (ε, with 'budget_delta' for (ε, δ)) or 'budget_rho' (zCDP), not both",
+        );
+      }
+      this.budget_rho = checkNumber('budget_rho', this.budget_rho, MAX_RHO);
+    } else {
+      if (this.budget === null) {
+        throw new InvalidConfig("central campaigns need a 'budget': the total ε of all releases (or 'budget_rho' for zCDP)");
+      }
+      const budget = checkNumber('budget', this.budget, MAX_BUDGET);
+      if (budget < this.epsilon) {
+        throw new InvalidConfig(
+          `'budget' (${fmtG(budget)}) must be at least 'epsilon' (${fmtG(this.epsilon)}), the ε of one release`,
+        );
+      }
+      this.budget = budget;
+    }
+    const adjacency = this.adjacency ?? 'add-remove';
+    checkChoice('adjacency', adjacency, ADJACENCIES);
+    this.adjacency = adjacency;
+  }
+
+  /** The descriptor as Python's `CampaignConfig.to_json` writes it (the fingerprint's source). */
+  toJson() {
+    const body = {
+      id: this.id, question: this.question, categories: [...this.categories], epsilon: this.epsilon,
+      mechanism: this.mechanism, params: { ...this.params }, group_fields: [...this.groupFields],
+      public_key: this.publicKey, format_version: this.formatVersion, suite: this.suite, status: this.status,
+      trust_model: this.trustModel, budget: this.budget, adjacency: this.adjacency,
+    };
+    if (Object.keys(this.groupValues).length) {
+      body.group_values = Object.fromEntries(Object.entries(this.groupValues).map(([k, v]) => [k, [...v]]));
+    }
+    if (this.recurring) body.recurring = true;
+    for (const name of CENTRAL_OPTIONAL) if (this[name] !== null) body[name] = this[name];
+    if (this.admission !== null) body.admission = { ...this.admission };
+    return body;
+  }
+
+  /** The length every version-2 plaintext is padded to (null in version 1), docs/wire-format.md §7.1. */
+  #paddedLength() {
+    if (this.formatVersion < 2) return null;
+    const groups = {};
+    for (const name of this.groupFields) {
+      const declared = this.groupValues[name];
+      if (declared && declared.length) {
+        let widest = declared[0];
+        for (const v of declared) if (canonicalJson(v).length > canonicalJson(widest).length) widest = v;
+        groups[name] = widest;
+      } else groups[name] = '\u0001'.repeat(MAX_GROUP_VALUE_CHARS);
+    }
+    let widest;
+    if (this.trustModel === 'central') widest = { value: this.k - 1, groups };
+    else {
+      widest = { report: this.mechanismImpl.encode(this.mechanismImpl.widest()), groups };
+      if (this.recurring) widest.round = 'a'.repeat(MAX_ROUND_CHARS);
+    }
+    if (this.admission !== null) widest.token = 'A'.repeat(TOKEN_CHARS);
+    return canonicalJson(widest).length;
+  }
+
+  /** The index of the category `label`; `InvalidParameter` if it is not one. */
+  categoryIndex(label) {
+    const index = typeof label === 'string' ? this.categories.indexOf(label) : -1;
+    if (index < 0) {
+      const shown = this.categories.slice(0, 10).map(pyRepr).join(', ');
+      const more = this.k > 10 ? `, ... (${this.k} categories)` : '';
+      throw new InvalidParameter(
+        `value ${show(label)} is not a category of campaign '${this.id}'; expected one of ${shown}${more}`,
+      );
+    }
+    return index;
+  }
+
+  /** `groups` (null: none) checked against the group fields and declared values (`InvalidParameter`). */
+  checkGroups(groups, Err = InvalidParameter) {
+    groups = groups ?? {};
+    if (!isPlainObject(groups)) {
+      throw new Err(`'groups' must be an object mapping group fields to strings, got ${show(groups)}`);
+    }
+    const keys = Object.keys(groups);
+    const missing = sortedCodePoints(this.groupFields.filter((f) => !keys.includes(f)));
+    const extra = sortedCodePoints(keys.filter((k) => !this.groupFields.includes(k)).map(show));
+    if (missing.length || extra.length) {
+      const parts = [];
+      if (missing.length) parts.push(`missing ${reprList(missing)}`);
+      if (extra.length) parts.push(`unexpected ${extra.slice(0, 5).join(', ')}`);
+      throw new Err(
+        `'groups' must have exactly the group fields of campaign '${this.id}' ` +
+        `(${reprList(this.groupFields) || 'none'}): ${parts.join('; ')}`,
+      );
+    }
+    for (const [name, value] of Object.entries(groups)) {
+      if (typeof value !== 'string' || pyLen(value) < 1 || pyLen(value) > MAX_GROUP_VALUE_CHARS) {
+        throw new Err(`group '${name}' must be a string of 1..${MAX_GROUP_VALUE_CHARS} characters, got ${show(value)}`);
+      }
+      checkUnicode(`group '${name}'`, value, Err);
+      const declared = this.groupValues[name];
+      if (declared && !declared.includes(value)) {
+        throw new Err(
+          `group '${name}' has the value ${show(value)}, which campaign '${this.id}' does not declare; its ` +
+          `group_values for '${name}' are ${declared.slice(0, 10).map(pyRepr).join(', ')}` +
+          (declared.length > 10 ? `, ... (${declared.length} values)` : ''),
+        );
+      }
+    }
+    return { ...groups };
+  }
+
+  /** The plaintext object of one envelope (`makePayload` of Python): report or index, groups, round. */
+  makePayload(reportOrValue, groups, round = null) {
+    const checked = this.checkGroups(groups);
+    this.#checkRoundPresence(round !== null, InvalidParameter);
+    if (this.admission !== null) {
+      throw new InvalidParameter(`campaign '${this.id}' requires an admission token with every report: obtain tokens first`);
+    }
+    let payload;
+    if (this.trustModel === 'central') {
+      if (!Number.isInteger(reportOrValue) || reportOrValue < 0 || reportOrValue >= this.k) {
+        throw new InvalidParameter(`'value' must be a category index in [0, ${this.k}), got ${show(reportOrValue)}`);
+      }
+      payload = { value: reportOrValue, groups: checked };
+    } else payload = { report: this.mechanismImpl.encode(reportOrValue), groups: checked };
+    if (round !== null) payload.round = checkRound(round, InvalidParameter);
+    return payload;
+  }
+
+  #checkRoundPresence(present, Err) {
+    if (this.recurring && !present) {
+      throw new Err(
+        `campaign '${this.id}' is recurring: 'round' is required, a label such as '2026-11-29' naming the ` +
+        'collection round the answer belongs to',
+      );
+    }
+    if (present && !this.recurring) throw new Err(`campaign '${this.id}' is not recurring: 'round' is not allowed in its payload`);
+  }
+
+  /** Validate a decrypted payload (tests and audits: what the aggregator checks); `InvalidReport`. */
+  decode(payload) {
+    const key = this.trustModel === 'central' ? 'value' : 'report';
+    const keys = this.recurring ? [key, 'groups', 'round'] : [key, 'groups'];
+    if (!isPlainObject(payload) || sortedCodePoints(Object.keys(payload)).join() !== sortedCodePoints(keys).join()) {
+      throw new InvalidReport(`the payload of a ${this.trustModel} campaign must be an object with exactly the keys ${keys.join(', ')}`);
+    }
+    const groups = this.checkGroups(payload.groups, InvalidReport);
+    const round = this.recurring ? checkRound(payload.round, InvalidReport) : null;
+    if (this.trustModel === 'central') {
+      if (!isJsonInt(payload.value) || payload.value < 0 || payload.value >= this.k) {
+        throw new InvalidReport(`'value' must be a category index in [0, ${this.k}), got ${show(payload.value)}`);
+      }
+      return { value: payload.value, groups, round };
+    }
+    return { value: this.mechanismImpl.decode(payload.report), groups, round };
+  }
+}
+
+export function checkRound(value, Err) {
+  if (typeof value !== 'string' || !ROUND_RE.test(value)) {
+    throw new Err(`'round' must be a label matching ${ROUND_PATTERN} (e.g. '2026-11-29' or 'w48'), got ${show(value)}`);
+  }
+  return value;
+}
+
+const PRIVATE = Symbol('Campaign');
