@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: test js-test demo demo-dashboard chromium lint fuzz bench soak clean
+.PHONY: test test-fast js-test demo demo-dashboard chromium lint fuzz bench soak clean
 
 # Installs pinned to the versions the suite last passed with (.ci/constraints.txt).
 $(STAMP): pyproject.toml .ci/constraints.txt
@@ -13,8 +13,13 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# tests/unit/: fast tests that mirror the modules (no server, no subprocess); tests/system/: the real server,
+# crashes, fuzzing, soak, the browser. `make test` runs both, `make test-fast` the unit tests alone (< 1 min).
 test: $(STAMP) chromium js-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest tests/unit tests/system
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
 
 # The JavaScript device client (js/): its Node tests check it against tests/vectors/ (npm ci installs the
 # locked packages). Without node the JS tests cannot run: a warning on a developer machine, a failure
@@ -75,7 +80,7 @@ clean:
 FUZZ_EXAMPLES ?= 500
 fuzz: $(STAMP)
 	DENIABLE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -m fuzz -p no:cacheprovider -s \
-		tests/test_fuzz_api.py tests/test_fuzz_bodies.py
+		tests/system/test_fuzz_api.py tests/system/test_fuzz_bodies.py
 
 # Steady uploads against a self-started server with retrying clients; fails if any report is lost.
 SOAK_SECONDS ?= 180

@@ -32,7 +32,7 @@ from deniable.shared.tokens import (
     token_input,
 )
 
-VECTORS = Path(__file__).parent / "vectors" / "admission-tokens-v1.json"
+VECTORS = Path(__file__).parents[1] / "vectors" / "admission-tokens-v1.json"
 CAMPAIGN = "tokens-unit"
 PSS48 = padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=48)
 

@@ -29,7 +29,7 @@ from deniable.aggregator.sessions import COOKIE
 from deniable.analyst import Analyst
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "dashboard"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_LABEL = "<script>alert(2)</script>"
 

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("numpy")
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parents[1] / "vectors"
 
 
 def _generator() -> Any:

@@ -10,7 +10,7 @@ from deniable.aggregator.commands import DEFAULT_DATA_DIR
 from deniable.client import simulate_fleet
 from deniable.shared.limits import CAMPAIGN_EPSILON, range_text
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
 AGGREGATOR_DOC = (ROOT / "docs" / "aggregator.md").read_text()
 

@@ -235,7 +235,7 @@ def test_a_body_that_is_not_an_object_is_400_as_documented(aggregator: RunningSe
     for body, kind in (([1, 2], "an array"), ("campaign", "a string"), (True, "a boolean"), (3, "a number")):
         response = aggregator.post("/api/v1/campaigns", role="admin", json=body)
         assert_error(response, 400, "bad_request", f"must be a JSON object describing the campaign, got {kind}")
-    docs = (Path(__file__).parents[1] / "docs" / "aggregator.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "aggregator.md").read_text()
     assert "400 malformed (not JSON, wrong shape" in docs
 
 
