@@ -9,7 +9,7 @@ trusts) post batches of 20 at 40 reports/s each, below the per-address limit. Pr
 sent, accepted, answers 429, accepted/s, and the honest requests' p50/p99 latency; then the flood's
 accepted reports m against what the token buckets allow (burst + rate × seconds) and the bound it puts on
 the estimate: m·(1−q)/(p−q) for this campaign's mechanism (docs/admission-tokens.md). A campaign with
-admission tokens admits none of them (tests/test_admission_service.py).
+admission tokens admits none of them (tests/system/test_admission_service.py).
 """
 
 from __future__ import annotations

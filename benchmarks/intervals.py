@@ -15,7 +15,7 @@ can achieve it. The ``bound`` column is the least mean coverage any interval wit
 can have while keeping every category ≥ 0.93 (per category: the lightest run of consecutive S values
 holding ≥ 0.93 of the mass; FORMULAS part 2 §3.6): where it exceeds 0.975 (``forced``) no such interval
 meets the mean goal, because S_v takes too few values. Long (minutes at n = 10⁵): a benchmark, not a test;
-``tests/test_intervals.py`` checks the worst cells.
+``tests/unit/test_intervals.py`` checks the worst cells.
 """
 
 from __future__ import annotations

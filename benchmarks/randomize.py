@@ -5,7 +5,7 @@
 For each mechanism (BinaryRR at k = 2, the others at ``--k``) and ε, prints the median wall time of one
 ``randomize`` from the OS CSPRNG for two true values side by side (0 and k−1), their ratio, and the draws
 one report takes (the pattern is fixed: same count and bounds for every value and report,
-``tests/test_draw_pattern.py``).
+``tests/unit/test_draw_pattern.py``).
 
 Goals (issue 10): the two medians agree (what an observer of timing can learn is below the run-to-run
 noise), expected O(1) draws at every accepted ε (OLH at ε = 10 took 0.37 s per report and at ε = 13 3.5 s

@@ -1,4 +1,4 @@
-"""Slow-client attacks on a server, shared by ``tests/test_slow_clients.py`` and ``benchmarks/slowclients.py``.
+"""Slow-client attacks on a server, shared by ``tests/system/test_slow_clients.py`` and ``benchmarks/slowclients.py``.
 
 :class:`SlowAttack` holds three kinds of hostile connections open on one loopback server, each a raw
 socket, driven from one background thread:

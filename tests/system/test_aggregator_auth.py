@@ -26,7 +26,7 @@ with tempfile.TemporaryDirectory(prefix="deniable-auth-") as _collect_dir:
     ROUTES = sorted(
         (rule.rule, method, rule.endpoint)
         for rule in make_app(_collect_dir).url_map.iter_rules()
-        if rule.endpoint not in SESSION_ACCESS  # the dashboard's pages: tests/test_dashboard.py
+        if rule.endpoint not in SESSION_ACCESS  # the dashboard's pages: tests/system/test_dashboard.py
         for method in rule.methods - {"HEAD", "OPTIONS"}
     )
 

@@ -36,7 +36,7 @@ REFUSED_ROLES = {ADMIN: (ANALYST, ISSUER), ANALYST: (ISSUER,), ISSUER: (ADMIN, A
 
 def _rules(tmp_path: Path) -> list[Rule]:
     app = create_app({"DATA_DIR": tmp_path / "walk", "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
-    # the dashboard's pages take a session, not a bearer token: tests/test_dashboard.py walks them
+    # the dashboard's pages take a session, not a bearer token: tests/system/test_dashboard.py walks them
     return [rule for rule in app.url_map.iter_rules() if rule.endpoint not in SESSION_ACCESS]
 
 

@@ -131,7 +131,7 @@ def test_the_fuzzed_operations_are_every_route(aggregator: RunningServer, schema
     routes = {
         f"{method} {rule.rule.replace('<', '{').replace('>', '}')}"
         for rule in app.url_map.iter_rules()
-        if rule.endpoint not in SESSION_ACCESS  # the dashboard's HTML pages: tests/test_dashboard.py
+        if rule.endpoint not in SESSION_ACCESS  # the dashboard's HTML pages: tests/system/test_dashboard.py
         for method in (rule.methods or set()) - {"HEAD", "OPTIONS"}
     }
     assert routes == set(OPERATIONS)

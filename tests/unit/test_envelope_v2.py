@@ -2,7 +2,7 @@
 
 Adversaries: a network observer (sees every envelope's size and bytes) and a malicious device or observer
 that captured an envelope and tries to speak for its pseudonym (issue 10 item 4, issue 11 item 2). The
-end-to-end attack against the real server is in ``tests/test_proof_of_possession.py``.
+end-to-end attack against the real server is in ``tests/system/test_proof_of_possession.py``.
 """
 
 from __future__ import annotations

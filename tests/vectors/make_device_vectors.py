@@ -3,7 +3,7 @@
     .venv/bin/python tests/vectors/make_device_vectors.py
 
 Everything here is deterministic (no HPKE, no CSPRNG), so a rerun writes the same file unless the Python
-code changed; ``tests/test_device_vectors.py`` recomputes every entry from today's Python code and
+code changed; ``tests/unit/test_device_vectors.py`` recomputes every entry from today's Python code and
 ``js/test/`` checks the JavaScript client against the same file. It holds:
 
 - ``hmac_drbg``: HMAC_DRBG (SHA-256) outputs of :class:`deniable.client.drbg.HmacDrbg` for given entropy,

@@ -6,7 +6,7 @@ Ciphertexts and randomized reports use real randomness (HPKE ephemeral keys, the
 samplers), so every run writes different ciphertexts: regenerate only when the wire format changes, and
 bump the file name with ``FORMAT_VERSION``. The vectors are specified in ``docs/wire-format.md``. The files
 of older versions (``wire-v1.json``) stay as they were recorded: the aggregator still reads campaigns of
-those versions and ``tests/test_wire_vectors.py`` checks every file.
+those versions and ``tests/unit/test_wire_vectors.py`` checks every file.
 """
 
 from __future__ import annotations
