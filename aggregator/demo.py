@@ -23,20 +23,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
-import secrets
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,100 +36,18 @@ from deniable.shared.campaign import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 
+from .harness import ServerProcess, running_server
 from .plots import plot_path
 
-__all__ = ["DemoServer", "register", "run_demo", "running_server"]
+__all__ = ["register", "run_demo"]
 
 QUESTION = "Have you used an illegal drug in the past year?"
 #: Name of the figure in the ``--out`` folder.
 PLOT_NAME = "deniable-demo.png"
 CATEGORIES = ["no", "yes"]
-STARTUP_TIMEOUT = 30.0
 
 
-@dataclass
-class DemoServer:
-    """A running ``deniable serve`` and the tokens to talk to it."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    admin_token: str
-    analyst_token: str
-    log_path: Path
-
-    def call(self, method: str, path: str, *, role: str, body: Any = None) -> Any:
-        """One JSON request as ``role``; raises ``RuntimeError`` with the server's error message."""
-        token = self.admin_token if role == "admin" else self.analyst_token
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(  # noqa: S310 - the URL is our own loopback server
-            self.url + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
-                return json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise RuntimeError(f"{method} {path} answered {exc.code}: {detail}") from None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/healthz", timeout=1) as response:  # noqa: S310
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server's process group (gunicorn master and workers), SIGKILL if it hangs."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(5)
-
-
-@contextlib.contextmanager
-def running_server(data_dir: Path, *, workers: int = 2) -> Iterator[DemoServer]:
-    """``deniable serve`` on ``data_dir`` and a free loopback port, stopped on exit whatever happens."""
-    port = _free_port()
-    admin, analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    # every simulated device shares the loopback address: lift the per-address limits (the caller's env wins)
-    env = {**SIMULATION_ENV, **os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": analyst}
-    command = [
-        sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data_dir),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-    ]  # fmt: skip
-    log_path = data_dir.with_name("server.log")
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    server = DemoServer(process, f"http://127.0.0.1:{port}", admin, analyst, log_path)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not _healthy(server.url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"deniable serve did not start:\n{log_path.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.05)
-        yield server
-    finally:
-        _stop(process)
-
-
-def _fleet(server: DemoServer, campaign_id: str, answers: list[str], *, central: bool, label: str) -> None:
+def _fleet(server: ServerProcess, campaign_id: str, answers: list[str], *, central: bool, label: str) -> None:
     from tqdm import tqdm
 
     from deniable.client import simulate_fleet
@@ -190,7 +98,7 @@ def _plot_target(args: argparse.Namespace) -> Path | None:
     return plot_path(out / PLOT_NAME)
 
 
-def _dashboard(server: DemoServer, tmp: Path, *, keep: bool) -> None:
+def _dashboard(server: ServerProcess, tmp: Path, *, keep: bool) -> None:
     """Say where the dashboard is; with ``keep``, serve it until Ctrl-C (the caller then stops the server)."""
     url = f"{server.url}/dashboard"
     if not keep:
@@ -203,7 +111,7 @@ def _dashboard(server: DemoServer, tmp: Path, *, keep: bool) -> None:
     print(f"\ndashboard: {url}\nsign in with the analyst token in {token_file} (removed at the end)")
     print("press Ctrl-C to stop the server", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
-        while server.process.poll() is None:
+        while server.is_alive():
             time.sleep(0.5)
 
 
@@ -229,7 +137,13 @@ def run_demo(
     truth = int(truth_values.sum())
     with (
         tempfile.TemporaryDirectory(prefix="deniable-demo-") as tmp,
-        running_server(Path(tmp) / "data", workers=workers) as server,
+        running_server(
+            Path(tmp) / "data",
+            workers=workers,
+            log_path=Path(tmp) / "server.log",
+            # the simulation lifts the per-address limits, but limits set in the caller's environment win
+            extra_env={name: os.environ[name] for name in SIMULATION_ENV if name in os.environ},
+        ) as server,
     ):
         print(f"aggregator running at {server.url} (data in {tmp}, removed at the end)", flush=True)
         common = {"question": QUESTION, "categories": CATEGORIES, "epsilon": epsilon}

@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import secrets
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from deniable.aggregator.ratelimit import SIMULATION_ENV
+from deniable.aggregator.harness import ServerProcess
 from deniable.client import Client, Response, simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
 from deniable.client.state import DeviceState, ReportRow
@@ -114,28 +109,14 @@ def _client_submit(
     return times
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def fleet(devices: int, workers: int) -> list[dict[str, Any]]:
     """``simulate_fleet`` throughput against a ``deniable serve`` started here."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
-        admin = secrets.token_urlsafe(24)
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": "a" + admin, **SIMULATION_ENV}
-        log = open(Path(tmp) / "serve.log", "wb")  # noqa: SIM115 (closed below)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", f"{tmp}/data",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
-        url = f"http://127.0.0.1:{port}"
+        server = ServerProcess(Path(tmp) / "data", workers=workers, log_path=Path(tmp) / "serve.log")
+        server.start()
+        url, admin = server.url, server.admin_token
         try:
-            _wait_healthy(url, server)
             for mechanism, k, epsilon in MECHANISMS:
                 cid = f"fleet-{mechanism}"
                 body = {"id": cid, "question": "q?", "categories": [f"c{i}" for i in range(k)],
@@ -157,24 +138,8 @@ def fleet(devices: int, workers: int) -> list[dict[str, Any]]:
                     }
                 )
         finally:
-            server.terminate()
-            server.wait(30)
-            log.close()
+            server.stop()
     return rows
-
-
-def _wait_healthy(url: str, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("deniable serve exited early; see its log")
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("deniable serve did not become healthy in 30 s")
 
 
 def main() -> None:

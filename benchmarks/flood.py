@@ -17,11 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import secrets
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ingest import free_port
 
+from deniable.aggregator.harness import ServerProcess
 from deniable.shared import limits
 from deniable.shared.campaign import CampaignConfig
 
@@ -59,22 +55,12 @@ def main() -> None:
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
-        port, admin = free_port(), secrets.token_urlsafe(32)
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": admin, "DENIABLE_ANALYST_TOKEN": secrets.token_urlsafe(32)}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data), "--port", str(port),
-             "--workers", "1", "--trusted-proxies", "127.0.0.1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
-        )  # fmt: skip
+        # the default limits (no simulation env): they are what this benchmark measures
+        server = ServerProcess(data, simulation=False, extra_args=("--trusted-proxies", "127.0.0.1"),
+                               log_path=Path(tmp) / "serve.log")  # fmt: skip
+        server.start()
+        port, admin = server.port, server.admin_token
         try:
-            for _ in range(300):
-                try:
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                    conn.request("GET", "/healthz")
-                    if conn.getresponse().status == 200:
-                        break
-                except OSError:
-                    time.sleep(0.1)
             status, created = post(port, "/api/v1/campaigns", json.dumps(
                 {"id": "flood", "question": "yes?", "categories": ["no", "yes"], "epsilon": 1.0}).encode(),
                 "127.0.0.1", admin)  # fmt: skip
@@ -117,8 +103,7 @@ def main() -> None:
             for thread in threads:
                 thread.join()
         finally:
-            server.terminate()
-            server.wait(30)
+            server.stop()
     print(f"{'role':10} {'sent':>7} {'accepted':>9} {'429s':>5} {'failed':>6} {'accepted/s':>10} {'p50 ms':>7} "
           f"{'p99 ms':>7}")
     for role, record in stats.items():

@@ -25,11 +25,8 @@ import argparse
 import http.client
 import json
 import os
-import secrets
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from deniable.aggregator.harness import ServerProcess
 from deniable.aggregator.keyring import load_private_key
-from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import Envelope, hpke_info, open_envelope, signed_message
@@ -50,33 +47,14 @@ K = 16
 EPSILON = 1.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """``deniable serve`` in its own process group."""
+class Server(ServerProcess):
+    """``deniable serve`` through the product's harness (free loopback port, health wait, stop), with a raw
+    ``http.client`` request helper."""
 
     def __init__(self, data_dir: Path, workers: int, threads: int) -> None:
-        self.port = free_port()
-        self.admin, self.analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst,
-               **SIMULATION_ENV}  # fmt: skip
-        cmd = [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(data_dir),
-               "--port", str(self.port), "--workers", str(workers), "--threads", str(threads)]  # fmt: skip
-        self.log = open(data_dir.with_suffix(".log"), "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if self.request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("the server did not start")
+        super().__init__(data_dir, workers=workers, threads=threads, log_path=data_dir.with_suffix(".log"))
+        self.admin, self.analyst = self.admin_token, self.analyst_token
+        self.start()
 
     def request(self, method: str, path: str, body: bytes | None = None, token: str | None = None) -> tuple[int, Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
@@ -88,11 +66,6 @@ class Server:
         data = json.loads(response.read())
         conn.close()
         return response.status, data
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(30)
-        self.log.close()
 
 
 def seal_envelopes(config: CampaignConfig, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:

@@ -22,11 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
 import random
 import secrets
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.app import DATABASE_NAME
-from deniable.aggregator.ratelimit import SIMULATION_ENV
+from deniable.aggregator.harness import ServerProcess
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, RetryPolicy, TransportError
 from deniable.client.report import randomize_index, seal_answer
@@ -47,51 +44,15 @@ CAMPAIGN = "soak"
 CATEGORIES = ["a", "b", "c", "d"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """``deniable serve`` in its own process group, restartable on the same data dir and port."""
+class Server(ServerProcess):
+    """``deniable serve`` through the product's harness, restartable on the same data dir and port (``start``,
+    ``kill``, ``stop``), with an ``api`` call that returns the status beside the body."""
 
     def __init__(self, data_dir: Path, *, workers: int) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.workers = workers
-        self.admin, self.analyst = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-        self.log = open(data_dir.with_suffix(".log"), "ab")  # noqa: SIM115
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(data_dir, workers=workers, log_path=data_dir.with_suffix(".log"))
+        self.admin, self.analyst = self.admin_token, self.analyst_token
 
-    def start(self) -> None:
-        env = {**os.environ, "DENIABLE_ADMIN_TOKEN": self.admin, "DENIABLE_ANALYST_TOKEN": self.analyst,
-               **SIMULATION_ENV}  # fmt: skip
-        cmd = [sys.executable, "-m", "deniable.aggregator.cli", "serve", "--data-dir", str(self.data_dir),
-               "--port", str(self.port), "--workers", str(self.workers)]  # fmt: skip
-        self.process = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if self.call("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"the server did not start; see {self.log.name}")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(30)
-        self.log.close()
-
-    def call(self, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+    def api(self, method: str, path: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
@@ -183,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(data_dir, workers=args.workers)
         server.start()
         try:
-            status, config = server.call(
+            status, config = server.api(
                 "POST", "/api/v1/campaigns",
                 {"id": CAMPAIGN, "question": "Soak?", "categories": CATEGORIES, "epsilon": 1.0, "mechanism": "grr"},
                 token=server.admin,
@@ -219,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = [json.loads(path.read_text()) for path in outputs]
 
             generated = [rid for run in runs for rid in run["generated"]]
-            status, estimate = server.call("GET", f"/api/v1/campaigns/{CAMPAIGN}/estimate", token=server.analyst)
+            status, estimate = server.api("GET", f"/api/v1/campaigns/{CAMPAIGN}/estimate", token=server.analyst)
             assert status == 200, estimate
         finally:
             server.stop()

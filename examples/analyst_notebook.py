@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deniable.aggregator.demo import running_server
+from deniable.aggregator.harness import running_server
 from deniable.analyst import Analyst
 from deniable.client import simulate_fleet
 

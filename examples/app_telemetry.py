@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deniable.aggregator.demo import running_server
+from deniable.aggregator.harness import running_server
 from deniable.client import simulate_fleet
 
 CAMPAIGN = "top-feature-2026"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deniable.aggregator.demo import running_server
+from deniable.aggregator.harness import running_server
 from deniable.client import Client, simulate_fleet
 
 CAMPAIGN = "cheating-2026"

@@ -16,144 +16,40 @@ and workers together, like a power cut. Its stdout and stderr go to ``log_path``
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from deniable.aggregator.ratelimit import SIMULATION_ENV
+from deniable.aggregator.harness import STARTUP_TIMEOUT, ServerProcess, free_port
 
 __all__ = ["RunningServer", "free_port", "start_server"]
 
-STARTUP_TIMEOUT = 30.0
 
+class RunningServer(ServerProcess):
+    """The product's harness (:class:`deniable.aggregator.harness.ServerProcess`: start, health wait, stop,
+    kill, restart, logs) plus the ``requests`` helpers a test needs to talk to it."""
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RunningServer:
-    """A ``deniable serve`` subprocess and what a test needs to talk to it."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        port: int,
-        admin_token: str,
-        analyst_token: str,
-        workers: int,
-        issuer_token: str | None = None,
-        threads: int,
-        log_path: Path,
-        extra_env: dict[str, str] | None = None,
-        extra_args: tuple[str, ...] = (),
-    ) -> None:
-        self.data_dir = Path(data_dir)
-        self.port = port
-        self.admin_token = admin_token
-        self.analyst_token = analyst_token
-        self.issuer_token = issuer_token or "issuer-" + secrets.token_urlsafe(24)
-        self.workers = workers
-        self.threads = threads
-        self.log_path = Path(log_path)
-        self.extra_env = dict(extra_env or {})
-        self.extra_args = tuple(extra_args)
-        self.url = f"http://127.0.0.1:{port}"
+    def __init__(self, data_dir: Path, **options: Any) -> None:
+        super().__init__(data_dir, **options)
         self.session = requests.Session()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------------------
-
-    def command(self) -> list[str]:
-        """The exact command line (the ``deniable`` CLI of this interpreter)."""
-        return [
-            sys.executable, "-m", "deniable.aggregator.cli", "serve",
-            "--data-dir", str(self.data_dir),
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--workers", str(self.workers),
-            "--threads", str(self.threads),
-            *self.extra_args,
-        ]  # fmt: skip
-
-    def start(self, timeout: float = STARTUP_TIMEOUT) -> RunningServer:
-        """Start the process and wait until ``GET /healthz`` answers 200."""
-        env = {
-            **os.environ,
-            "DENIABLE_ADMIN_TOKEN": self.admin_token,
-            "DENIABLE_ANALYST_TOKEN": self.analyst_token,
-            "DENIABLE_ISSUER_TOKEN": self.issuer_token,
-            "PYTHONUNBUFFERED": "1",
-            **SIMULATION_ENV,  # one address for the whole suite; the tests of the limits pass their own
-            **self.extra_env,
-        }
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"deniable serve exited with {self.process.returncode}:\n{self.logs()}")
-            try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"deniable serve did not become healthy in {timeout}s:\n{self.logs()}")
 
     def stop(self, timeout: float = 20.0) -> int | None:
-        """Graceful stop (SIGTERM to gunicorn's master), SIGKILL if it hangs; returns the exit code."""
-        process, self.process = self.process, None
         self.session.close()
-        if process is None or process.poll() is not None:
-            return None if process is None else process.returncode
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            return process.wait(timeout)
+        return super().stop(timeout)
 
     def kill(self) -> None:
-        """SIGKILL the whole process group (master and workers at once), as a crash would."""
-        process, self.process = self.process, None
         self.session.close()
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+        super().kill()
 
     def restart(self, timeout: float = STARTUP_TIMEOUT) -> RunningServer:
-        """Start again on the same data dir, port and tokens (after :meth:`stop` or :meth:`kill`)."""
         if self.process is not None:
             self.stop()
         self.session.close()
         self.session = requests.Session()
-        return self.start(timeout)
-
-    def is_alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def logs(self) -> str:
-        """Everything the server printed so far."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        self.start(timeout)
+        return self
 
     # -- HTTP ----------------------------------------------------------------------------------------
 
@@ -161,8 +57,7 @@ class RunningServer:
         """The ``Authorization`` header of ``role`` (``"admin"``, ``"analyst"``, ``"issuer"`` or None)."""
         if role is None:
             return {}
-        token = {"admin": self.admin_token, "analyst": self.analyst_token, "issuer": self.issuer_token}[role]
-        return {"Authorization": f"Bearer {token}"}
+        return {"Authorization": f"Bearer {self.token(role)}"}
 
     def request(self, method: str, path: str, *, role: str | None = None, **kwargs: Any) -> requests.Response:
         """Send a request to ``path`` as ``role``; extra headers and requests arguments pass through."""
@@ -208,16 +103,16 @@ def start_server(
     Tokens default to fresh random ones, passed through ``DENIABLE_ADMIN_TOKEN`` /
     ``DENIABLE_ANALYST_TOKEN``. The log goes to ``<data_dir>.log`` unless ``log_path`` is given.
     """
-    data_dir = Path(data_dir)
     server = RunningServer(
-        data_dir,
+        Path(data_dir),
         port=port or free_port(),
         admin_token=admin_token or "admin-" + secrets.token_urlsafe(24),
         analyst_token=analyst_token or "analyst-" + secrets.token_urlsafe(24),
         workers=workers,
         threads=threads,
-        log_path=log_path or data_dir.with_name(data_dir.name + ".log"),
+        log_path=log_path,
         extra_env=extra_env,
         extra_args=extra_args,
     )
-    return server.start()
+    server.start()
+    return server

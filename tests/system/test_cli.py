@@ -279,7 +279,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_and_announces_nothing(tmp_pa
 
 
 def test_serve_announces_its_address_once_it_is_bound(tmp_path: Path) -> None:
-    from tests.support.server import free_port
+    from deniable.aggregator.harness import free_port
 
     port = free_port()
     env = {**os.environ, "DENIABLE_ADMIN_TOKEN": secrets.token_urlsafe(32),
