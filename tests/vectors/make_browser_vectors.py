@@ -3,7 +3,7 @@
     .venv/bin/python tests/vectors/make_browser_vectors.py
 
 Deterministic (no CSPRNG, no HPKE: the ephemeral key is the only randomness of an envelope), so a rerun
-writes the same file unless the Python code changed; ``tests/test_browser_vectors.py`` recomputes it from
+writes the same file unless the Python code changed; ``tests/system/test_browser_vectors.py`` recomputes it from
 today's code and ``js/test/`` checks the JavaScript client against it. It holds:
 
 - ``one_shot``: for each campaign of ``wire-v2.json`` (and a recurring and a version-1 one), device

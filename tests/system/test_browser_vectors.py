@@ -24,8 +24,8 @@ import pytest
 from deniable.shared.campaign import CampaignConfig
 from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, Envelope, open_envelope
 
-VECTORS = Path(__file__).parent / "vectors"
-JS = Path(__file__).resolve().parent.parent / "js"
+VECTORS = Path(__file__).parents[1] / "vectors"
+JS = Path(__file__).resolve().parents[2] / "js"
 
 
 def _generator() -> Any:
