@@ -281,6 +281,13 @@ class MeanMechanism(ABC):
             n += 1
         return Tally(n, tuple(histogram))
 
+    def moments(self, tally: Tally) -> tuple[Fraction, Fraction]:
+        """Σt and Σt² of the tallied reports, exactly (x units): the sums a survey's sampling-split variance
+        needs (:mod:`deniable.shared.survey_estimate`)."""
+        if len(tally.support) != self.outputs:
+            raise InvalidReport(f"a {self.name} tally must have {self.outputs} counts, got {len(tally.support)}")
+        return self._moments(tally)
+
     def _moments(self, tally: Tally) -> tuple[Fraction, Fraction]:
         """Σt and Σt² of the tallied reports, exactly."""
         total = sum((c * self.value_of_report(r) for r, c in enumerate(tally.support) if c), Fraction(0))
