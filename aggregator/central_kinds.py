@@ -158,7 +158,7 @@ def _pivot_width(level: float, scale_sum: Fraction, scale_count: Fraction | None
     shifts, weights = np.zeros(1), np.ones(1)
     if scale_count is not None:
         a2 = math.exp(-1.0 / float(scale_count))
-        reach = int(math.ceil(math.log(1e-12) / math.log(a2))) if a2 > 0 else 0
+        reach = math.ceil(math.log(1e-12) / math.log(a2)) if a2 > 0 else 0
         z2 = np.arange(-reach, reach + 1)
         shifts, weights = mu * z2, (1 - a2) / (1 + a2) * a2 ** np.abs(z2)
 
