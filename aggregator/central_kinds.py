@@ -155,7 +155,8 @@ def _pivot_width(level: float, scale_sum: Fraction, scale_count: Fraction | None
     import numpy as np
 
     a1 = math.exp(-1.0 / float(scale_sum))
-    shifts, weights = np.zeros(1), np.ones(1)
+    shifts: Any = np.zeros(1)
+    weights: Any = np.ones(1)
     if scale_count is not None:
         a2 = math.exp(-1.0 / float(scale_count))
         reach = math.ceil(math.log(1e-12) / math.log(a2)) if a2 > 0 else 0
