@@ -349,12 +349,13 @@ def central_neighbours(
 
     ``discrete-laplace``: a = e^(−ε), simulated as a difference of two geometric variables. ``laplace``:
     the same law on the lattice 2^−20·ℤ (a = e^(−ε·2^−20) per lattice step), outcomes coded in lattice
-    steps. ``exact=True`` draws with the service's own exact sampler (``central.sample_noise``), replayed
-    from the seeded generator.
+    steps. ``exact=True`` draws with the service's own exact sampler
+    (:func:`deniable.shared.noise.sample_noise`), replayed from the seeded generator.
     """
     import numpy as np
 
-    from .central import LATTICE_BITS, NOISES, noise_scale, sample_noise
+    from deniable.shared.noise import LATTICE_BITS, NOISES, noise_scale, sample_noise
+    from deniable.shared.noise import simulate_two_sided_geometric as two_sided_geometric
 
     if noise not in NOISES or noise == "gaussian":
         laplaces = ", ".join(n for n in NOISES if n != "gaussian")
@@ -371,7 +372,7 @@ def central_neighbours(
             draws = (int(sample_noise(noise, scale, randbelow) * steps) for _ in range(size))
             noise_steps = np.fromiter(draws, np.int64, size)
         else:
-            noise_steps = rng.geometric(success, size) - rng.geometric(success, size)
+            noise_steps = two_sided_geometric(success, size, rng)
         result: IntArray = noise_steps.astype(np.int64) + which * steps
         return result
 

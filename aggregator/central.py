@@ -4,17 +4,10 @@ A central campaign trades the device-side guarantee for accuracy: the aggregator
 (tallies where ``support[v]`` is the number of respondents with value v) and releases each histogram bin
 plus noise (Dwork, McSherry, Nissim and Smith, TCC 2006). See ``docs/central.md`` for what that costs.
 
-Noise (per bin, scale b = Δ/ε, Δ the histogram's ℓ1 sensitivity under the campaign's adjacency):
-
-* ``discrete-laplace`` (default): the geometric mechanism of Ghosh, Roughgarden and Sundararajan (2009),
-  P(Z = z) = (1−a)/(1+a)·a^|z| with a = e^(−1/b), drawn exactly from ``secrets`` with integer arithmetic
-  (:func:`deniable.shared.sampling.discrete_laplace`, Canonne–Kamath–Steinke 2020, Alg. 2). It is ε-DP
-  exactly. Var = 2a/(1−a)² = 1/(2·sinh²(1/(2b))), slightly below 2b² (sd 1.357 against 1.414 at b = 1).
-* ``laplace``: the textbook Laplace(b), made safe against Mironov's floating-point attack (CCS 2012) by
-  the lattice construction OpenDP uses: exact discrete Laplace on the grid γ·ℤ, γ = 2^−20, with scale b/γ
-  in grid units. Counts are integers (multiples of 2^20 grid steps), so moving one person shifts a bin by
-  Δ·2^20 steps and the privacy loss is exactly Δ·2^20·γ/b = ε. Outputs are dyadic rationals, exact as
-  floats. Var = γ²/(2·sinh²(γ/(2b))) = 2b² − γ²/6 + O(γ⁴/b²): the reported stderr is √2·b to 13 digits.
+Noise (per bin, scale b = Δ/ε, Δ the histogram's ℓ1 sensitivity under the campaign's adjacency): the exact
+discrete Laplace (default), the lattice Laplace (``laplace``) or the discrete Gaussian, defined, drawn and
+given their exact intervals in :mod:`deniable.shared.noise` (the same definitions ``deniable compare`` and
+``deniable audit`` simulate); this module draws them over the stored tallies and keeps the books.
 
 Adjacency → sensitivity: ``add-remove`` (one person added or removed: one bin moves by 1) → Δ = 1;
 ``replace`` (one person's answer changed: one bin −1, another +1) → Δ = 2.
@@ -47,12 +40,13 @@ Contract with the service (``aggregator/api``): the estimate route of a central 
                                group_by=field_or_None, group_values=declared_values_or_None,
                                level=level, noise=noise, refresh=False)
 
-``release`` reads ``campaigns`` (budget, adjacency, epsilon_spent) and ``tallies`` (the raw
-counts per ``(group_field, group_value)``, ``("", "")`` overall), writes ``central_releases`` and
-``campaigns.epsilon_spent``, and returns the JSON body: the shape of ``Estimate.to_dict`` (per category
-count, stderr, ci, proportion…) plus ``trust_model``, ``noise``, ``scale``, ``sensitivity``,
-``adjacency``, ``epsilon_spent``, ``epsilon_remaining``, ``budget``, ``cached`` and ``release_key``;
-grouped, ``{"group_by": f, "groups": {value: estimate}, ...}`` (the local estimate's shape).
+``release`` reads the campaign's books (budget, adjacency, epsilon_spent) and its tallies (the raw counts
+per ``(group_field, group_value)``, ``("", "")`` overall, of the one round ``''``: central campaigns do not
+recur) and writes the kept release and the spent ε, all through :class:`~deniable.aggregator.store.Store`
+methods on the caller's connection (the SQL lives in the store), and returns the JSON body: the shape of
+``Estimate.to_dict`` (per category count, stderr, ci, proportion…) plus ``trust_model``, ``noise``,
+``scale``, ``sensitivity``, ``adjacency``, ``epsilon_spent``, ``epsilon_remaining``, ``budget``, ``cached``
+and ``release_key``; grouped, ``{"group_by": f, "groups": {value: estimate}, ...}`` (the local estimate's shape).
 """
 
 from __future__ import annotations
@@ -61,7 +55,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import secrets
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,49 +62,32 @@ from decimal import ROUND_CEILING, Context, Decimal, Inexact, InvalidOperation, 
 from fractions import Fraction
 from typing import Any
 
+from deniable.aggregator.store import Store, StoredTally
 from deniable.shared.accounting import Budget, compose
-from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter, UnknownCampaign
-from deniable.shared.gaussian import L1_SENSITIVITY, discrete_gaussian_pmf, discrete_gaussian_variance
-from deniable.shared.limits import MECHANISM_EPSILON, check_range
+from deniable.shared.errors import BudgetExceeded, InvalidConfig, UnknownCampaign
 from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
-from deniable.shared.sampling import RandBelow, discrete_gaussian, discrete_laplace
+from deniable.shared.noise import (
+    check_epsilon,
+    check_noise,
+    exact_epsilon,
+    interval_widths,
+    lattice_half_width,
+    noise_pmf,
+    noise_scale,
+    noise_variance,
+    sample_noise,
+    sensitivity,
+)
 
 __all__ = [
-    "ADJACENCIES",
-    "LATTICE_BITS",
-    "NOISES",
     "charge",
-    "check_noise",
-    "exact_epsilon",
-    "interval_widths",
-    "noise_pmf",
-    "noise_scale",
-    "noise_variance",
-    "noisy_counts",
+    "poisson_subsample",
     "release",
     "release_key",
     "remaining",
     "render",
-    "sample_noise",
-    "sensitivity",
     "spent_text",
 ]
-
-#: ℓ1 sensitivity of a histogram under each adjacency relation (one table, in ``deniable.shared.gaussian``).
-ADJACENCIES: Mapping[str, int] = L1_SENSITIVITY
-
-#: Noise families a release may ask for; the first is the default.
-NOISES: tuple[str, ...] = ("discrete-laplace", "laplace", "gaussian")
-
-#: The ``laplace`` noise lives on the lattice 2^−LATTICE_BITS·ℤ.
-LATTICE_BITS = 20
-_LATTICE = Fraction(1, 2**LATTICE_BITS)
-
-
-def _check_epsilon(epsilon: float, name: str = "epsilon") -> None:
-    """The noise samplers take the library range of ε (``deniable.shared.limits.MECHANISM_EPSILON``)."""
-    check_range(name, epsilon, MECHANISM_EPSILON, InvalidParameter)
-
 
 #: Exact decimal arithmetic: any sum of decimals written as floats (exponents −324..308) fits in 2,000
 #: digits, and the traps turn a dropped digit into an error rather than a rounding.
@@ -120,75 +96,9 @@ _EXACT = Context(
 )
 
 
-def exact_epsilon(x: float | Decimal | str) -> Decimal:
-    """ε as the decimal it is written as: a float by its shortest ``repr`` (0.1 is 1/10), a Decimal or a
-    decimal string (as stored in ``campaigns.epsilon_spent``) exactly."""
-    if isinstance(x, Decimal):
-        return x
-    if isinstance(x, str):
-        return Decimal(x)
-    return Decimal(repr(float(x)))
-
-
-
 def spent_text(spent: Decimal) -> str:
     """The exact fixed-point decimal string stored for a spent ε (``Decimal(spent_text(d)) == d``)."""
     return format(spent, "f")
-
-
-def check_noise(noise: str) -> None:
-    """Raise :class:`InvalidParameter` unless ``noise`` is one of :data:`NOISES`."""
-    if noise not in NOISES:
-        raise InvalidParameter(f"'noise' must be one of {', '.join(NOISES)}, got {noise!r}")
-
-
-def sensitivity(adjacency: str) -> int:
-    """Δ of a histogram: 1 under ``add-remove``, 2 under ``replace`` (one bin −1, another +1)."""
-    try:
-        return ADJACENCIES[adjacency]
-    except KeyError:
-        raise InvalidConfig(f"'adjacency' must be one of {', '.join(ADJACENCIES)}, got {adjacency!r}") from None
-
-
-def noise_scale(epsilon: float, delta: int) -> Fraction:
-    """b = Δ/ε exactly, ε taken as the decimal it is written as (0.1 is 1/10), as the accountant adds it."""
-    _check_epsilon(epsilon)
-    return Fraction(delta) / Fraction(exact_epsilon(epsilon))
-
-
-def noise_variance(noise: str, scale: Fraction | float) -> float:
-    """Exact variance of one bin's noise: 1/(2 sinh²(1/2b)) (discrete) or γ²/(2 sinh²(γ/2b)) (lattice);
-    for ``gaussian`` ``scale`` is σ² and the variance that of N_ℤ(0, σ²), slightly below σ²."""
-    check_noise(noise)
-    if noise == "gaussian":
-        return discrete_gaussian_variance(scale)
-    b = float(scale)
-    if noise == "discrete-laplace":
-        return 1.0 / (2.0 * math.sinh(0.5 / b) ** 2)
-    gamma = float(_LATTICE)
-    return gamma * gamma / (2.0 * math.sinh(0.5 * gamma / b) ** 2)
-
-
-def sample_noise(noise: str, scale: Fraction, randbelow: RandBelow = secrets.randbelow) -> Fraction:
-    """One exact draw of the noise: an integer, or a multiple of 2^−20 for ``laplace``; for ``gaussian``
-    ``scale`` is σ² and the draw N_ℤ(0, σ²) (CKS 2020, Alg. 3).
-
-    Releases draw from ``secrets`` (the default); tests replay the same algorithm from a seeded ``randbelow``.
-    """
-    check_noise(noise)
-    if noise == "gaussian":
-        return Fraction(discrete_gaussian(scale, randbelow))
-    if noise == "discrete-laplace":
-        return Fraction(discrete_laplace(scale, randbelow))
-    return Fraction(discrete_laplace(scale / _LATTICE, randbelow)) * _LATTICE
-
-
-def noisy_counts(
-    counts: Sequence[int], *, epsilon: float, delta: int, noise: str, randbelow: RandBelow = secrets.randbelow
-) -> list[float]:
-    """Each count plus independent noise of scale Δ/ε: ε-DP for a histogram of ℓ1 sensitivity Δ."""
-    scale = noise_scale(epsilon, delta)
-    return [float(int(c) + sample_noise(noise, scale, randbelow)) for c in counts]
 
 
 # -- the accountant --------------------------------------------------------------------------------
@@ -206,7 +116,7 @@ def charge(spent: float | Decimal | str, budget: float, epsilon: float, *, campa
     Raises :class:`BudgetExceeded` naming what is spent, left and requested when spent + ε > budget,
     compared exactly.
     """
-    _check_epsilon(epsilon)
+    check_epsilon(epsilon)
     before = exact_epsilon(spent)
     total = _EXACT.add(before, exact_epsilon(epsilon))
     if total > exact_epsilon(budget):
@@ -234,14 +144,6 @@ def release_key(group_by: str | None, noise: str, **asked: Any) -> str:
 # -- releases --------------------------------------------------------------------------------------
 
 
-def _read_tallies(conn: sqlite3.Connection, campaign_id: str, field: str) -> dict[str, tuple[int, list[int]]]:
-    rows = conn.execute(
-        "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND group_field = ?",
-        (campaign_id, field),
-    )
-    return {value: (int(n), json.loads(support)) for value, n, support in rows}
-
-
 def poisson_subsample(counts: Sequence[int], rate: Fraction) -> list[int]:
     """Each of the ``counts[v]`` respondents kept independently with probability ``rate`` (a multiple of
     2^−32): Binomial(c, q) per bin, exactly, each record's coin one comparison of 32 bits of ``os.urandom``."""
@@ -266,7 +168,7 @@ def poisson_subsample(counts: Sequence[int], rate: Fraction) -> list[int]:
 
 
 def _draw(
-    tallies: Mapping[str, tuple[int, list[int]]],
+    tallies: Mapping[str, StoredTally],
     values: Sequence[str],
     *,
     k: int,
@@ -283,7 +185,8 @@ def _draw(
     rate = Fraction(*params["sample"]) if "sample" in params else None
     groups = {}
     for value in values:
-        n, support = tallies.get(value, (0, [0] * k))
+        tally = tallies.get(value, StoredTally(0, [0] * k))
+        n, support = tally.n, tally.support
         if len(support) != k:
             raise InvalidConfig(f"the stored tally has {len(support)} categories, the campaign {k}")
         if rate is not None:
@@ -310,50 +213,28 @@ def _draw(
 _EXACT_CI_MAX_SD = 100.0
 
 
-def noise_pmf(noise: str, scale: Fraction) -> Callable[[int], float] | None:
-    """P(Z = z) of an integer-valued noise (``discrete-laplace``, ``gaussian``); ``None`` for the lattice."""
-    if noise == "discrete-laplace":
-        a = math.exp(-1.0 / float(scale))
-        return lambda z: (1 - a) / (1 + a) * a ** abs(z)
-    if noise == "gaussian":
-        return lambda z: discrete_gaussian_pmf(z, scale)
-    return None
-
-
-def interval_widths(pmf: Callable[[int], float], level: float) -> tuple[int, int]:
-    """The integer interval (−l, u), u ≤ l + 1, of a symmetric integer noise whose coverage P(−l ≤ Z ≤ u)
-    is nearest to ``level``.
-
-    Widths grow one point at a time, alternating sides ((0, 0), (0, 1), (1, 1), …); a point is added while
-    that brings the coverage nearer the level (mid-p rule), so the coverage is within half a point's mass of
-    the level. A symmetric interval alone jumps from 0.927 to 0.973 at ε = 1 (discrete Laplace); this one
-    covers 0.950. Returned as (l, u): the interval for a count c is [c − u, c + l] (it covers t iff
-    −l ≤ c − t ≤ u).
-    """
-    low = up = 0
-    covered = pmf(0)
-    while True:
-        nxt = pmf(up + 1) if up == low else pmf(-(low + 1))
-        if covered + nxt / 2 >= level:
-            return low, up
-        covered += nxt
-        if up == low:
-            up += 1
-        else:
-            low += 1
-
-
 @dataclass(frozen=True)
 class _ExactNoiseEstimate(Estimate):
-    """A central estimate whose noise is integer-valued: its interval comes from the noise's exact law
-    (:func:`interval_widths`), not the normal approximation, so that its coverage is within half a point
-    of the law of the level (Wald intervals of the discrete Laplace cover 0.927 at ε = 1, 0.919 at 1.5,
-    0.905 at 3). Above ε ≈ 4.2, P(Z = 0) alone exceeds 0.97 and the interval is the count itself."""
+    """A central estimate whose interval comes from the noise's exact law, not the normal approximation.
+
+    Integer noise (``pmf``): :func:`~deniable.shared.noise.interval_widths`, coverage within half a point
+    of the level (Wald intervals of the discrete Laplace cover 0.927 at ε = 1, 0.919 at 1.5, 0.905 at 3;
+    above ε ≈ 4.2, P(Z = 0) alone exceeds 0.97 and the interval is the count itself). Lattice Laplace
+    (``lattice_scale`` = b): c ± :func:`~deniable.shared.noise.lattice_half_width`, coverage the level to
+    within one lattice step's mass, where the normal interval covers 0.9375 at every ε."""
 
     pmf: Callable[[int], float] | None = None
+    lattice_scale: Fraction | None = None
+
+    @property
+    def interval_method(self) -> str:
+        return "noise-exact" if self.pmf is not None or self.lattice_scale is not None else "normal"
 
     def ci(self, level: float = 0.95) -> tuple[Any, Any]:
         normal_quantile(level)
+        if self.lattice_scale is not None:
+            half = lattice_half_width(self.lattice_scale, level)
+            return self.counts - half, self.counts + half
         if self.pmf is None:
             return super().ci(level)
         low, up = interval_widths(self.pmf, level)
@@ -374,10 +255,13 @@ def _estimate(stored: Mapping[str, Any], group: Mapping[str, Any]) -> Estimate:
         variance = variance / (q * q) + np.maximum(counts, 0.0) * (1 - q) / q
     n = group["n"] if group["n"] is not None else max(0, round(float(counts.sum())))
     small = bool(variance.size) and math.sqrt(float(variance[0])) <= _EXACT_CI_MAX_SD
-    pmf = noise_pmf(stored["noise"], scale) if small and "sample" not in stored else None
+    exact = "sample" not in stored  # a subsample's binomial thinning has no closed law: normal interval
+    pmf = noise_pmf(stored["noise"], scale) if small and exact else None
+    lattice = scale if exact and stored["noise"] == "laplace" else None
     return _ExactNoiseEstimate(
-        mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance, pmf=pmf
-    )
+        mechanism=stored["noise"], epsilon=stored["epsilon"], n=int(n), counts=counts, variance=variance, pmf=pmf,
+        lattice_scale=lattice,
+    )  # fmt: skip
 
 
 def render(
@@ -456,24 +340,21 @@ def release(
     :class:`BudgetExceeded` (nothing spent, nothing stored) when the release would pass the budget.
     """
     from deniable.aggregator import accountant
-    from deniable.aggregator.store import Store
 
     if not conn.in_transaction:
         raise RuntimeError("central.release must run inside Store.transaction() (BEGIN IMMEDIATE)")
-    _check_epsilon(epsilon)
+    check_epsilon(epsilon)
     check_noise(noise)
     normal_quantile(level)
-    row = conn.execute(
-        "SELECT trust_model, budget, adjacency, epsilon_spent FROM campaigns WHERE id = ?",
-        (campaign_id,),
-    ).fetchone()
+    row = Store.central_books(conn, campaign_id)
     if row is None:
         raise UnknownCampaign(f"no campaign has the id {campaign_id!r}; list them with GET /api/v1/campaigns")
-    trust_model, budget_epsilon, adjacency, spent = row
-    if trust_model != "central" or (budget is None and budget_epsilon is None):
+    trust_model, budget_epsilon, adjacency, stored_spent = row
+    spent: str | Decimal = stored_spent
+    if trust_model != "central" or adjacency is None or (budget is None and budget_epsilon is None):
         raise InvalidConfig(f"campaign {campaign_id!r} is not a central campaign with a budget")
     if budget is None:
-        budget = Budget.pure(budget_epsilon)
+        budget = Budget.pure(budget_epsilon if budget_epsilon is not None else 0)
     rate = accountant.subsample_rate(sample, adjacency)
     key = release_key(group_by, noise, sample=None if rate is None else str(rate))
     cached = None if refresh else Store.stored_release(conn, campaign_id, key)
@@ -491,14 +372,14 @@ def release(
         )  # fmt: skip
         totals = charged.totals
         field = group_by or ""
-        tallies = _read_tallies(conn, campaign_id, field)
+        tallies = Store.group_tallies(conn, campaign_id, field)
         values = [""] if group_by is None else sorted(set(group_values or ()) | set(tallies))
         stored = _draw(tallies, values, k=k, epsilon=epsilon, adjacency=adjacency, noise=noise, params=params)
         stored["cost"] = {**cost.to_dict(), "text": cost.describe()}
         Store.keep_release(conn, campaign_id, key, epsilon=epsilon, result=stored, at=released_at)
         if totals.epsilon_sum is not None:
             spent = _decimal(totals.epsilon_sum)
-            conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent_text(spent), campaign_id))
+            Store.set_epsilon_spent(conn, campaign_id, spent_text(spent))
     body = render(stored, level=level, categories=categories, group_by=group_by)
     books = accountant.totals_body(budget, totals, deltas=() if delta is None else (delta,))
     left = remaining(spent, float(budget.epsilon)) if budget.form == "pure" and budget.epsilon else books["left"]

@@ -40,8 +40,7 @@ from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MECHANISM_EPSILON, check_range
 from deniable.shared.mechanisms import Mechanism, Tally, choose_mechanism
-
-from .central import noise_variance
+from deniable.shared.noise import noise_variance, simulate_two_sided_geometric
 
 if TYPE_CHECKING:
     import numpy as np
@@ -188,14 +187,13 @@ def central_count_estimates(
     count: int, epsilon: float, trials: int, rng: np.random.Generator, *, noise: str = "laplace"
 ) -> FloatArray:
     """``trials`` central releases of ``count`` (sensitivity 1): Laplace(1/ε), or the two-sided geometric
-    law drawn as the difference of two geometric variables with success probability 1 − e^(−ε)."""
+    law with a = e^(−ε) (:func:`deniable.shared.noise.simulate_two_sided_geometric`)."""
     import numpy as np
 
     if noise == "laplace":
         result: FloatArray = count + rng.laplace(0.0, 1.0 / epsilon, trials)
         return result
-    success = -math.expm1(-epsilon)
-    draws = rng.geometric(success, trials) - rng.geometric(success, trials)
+    draws = simulate_two_sided_geometric(-math.expm1(-epsilon), trials, rng)
     result = count + draws.astype(np.float64)
     return result
 

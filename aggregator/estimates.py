@@ -32,6 +32,7 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms import Tally
+from deniable.shared.noise import NOISES, check_noise
 
 __all__ = [
     "central_estimate", "central_top", "estimate", "group_page_size", "local_estimate", "release_policy", "round_of",
@@ -177,8 +178,8 @@ def central_estimate(
         except ValueError:
             raise InvalidParameter(f"'sample' must be a rate in (0, 1], got {sample[:32]!r}") from None
         rate = subsample_rate(options["sample"], config.adjacency or "add-remove")
-    noise_name = central.NOISES[0] if noise is None else noise
-    central.check_noise(noise_name)
+    noise_name = NOISES[0] if noise is None else noise
+    check_noise(noise_name)
     slot = central.release_key(group_by, noise_name, sample=None if rate is None else str(rate))
     parameters: dict[str, Any] = {"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level}
     if sample is not None:
@@ -281,6 +282,6 @@ def stored_estimate(
     if config.trust_model != "central":
         return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)
     _check_group_by(config, group_by)
-    if not store.release_exists(config.id, central.release_key(group_by, central.NOISES[0])):
+    if not store.release_exists(config.id, central.release_key(group_by, NOISES[0])):
         return None
     return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)

@@ -26,6 +26,7 @@ from deniable.shared.limits import (
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
 )
+from deniable.shared.mechanisms.estimate import INTERVAL_METHODS
 
 __all__ = ["DOCUMENT", "document"]
 
@@ -409,11 +410,10 @@ _SCHEMAS: dict[str, Any] = {
             "categories": {"type": "array", "items": _ref("CategoryEstimate")},
             "interval": {
                 "type": "object",
-                "description": "how each 'ci' was computed: 'score-cc' (local: the score interval on the exact "
-                "law of the support count, with a 1/2 continuity correction, clipped to [0, n]) or 'normal' "
-                "(count ± z·stderr)",
+                "description": "how each 'ci' was computed: "
+                + "; ".join(f"'{name}': {text}" for name, text in INTERVAL_METHODS.items()),
                 "properties": {
-                    "method": {"type": "string", "enum": ["score-cc", "normal"]},
+                    "method": {"type": "string", "enum": list(INTERVAL_METHODS)},
                     "description": {"type": "string"},
                 },
             },

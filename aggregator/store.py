@@ -324,6 +324,20 @@ class Store:
         return PolicyRow(min_reports, min_refresh_interval_s, updated_at, updated_by)
 
     @staticmethod
+    def central_books(conn: sqlite3.Connection, campaign_id: str) -> tuple[str, float | None, str | None, str] | None:
+        """``(trust_model, budget, adjacency, epsilon_spent)`` of a campaign (``None`` if unknown), read
+        inside the caller's spending transaction; ``epsilon_spent`` is the exact decimal string."""
+        row = conn.execute(
+            "SELECT trust_model, budget, adjacency, epsilon_spent FROM campaigns WHERE id = ?", (campaign_id,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], str(row[3]))
+
+    @staticmethod
+    def set_epsilon_spent(conn: sqlite3.Connection, campaign_id: str, spent: str) -> None:
+        """Store the campaign's spent ε, an exact decimal string, within the caller's spending transaction."""
+        conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent, campaign_id))
+
+    @staticmethod
     def has_release(conn: sqlite3.Connection, campaign_id: str, release_key: str) -> bool:
         """Whether a release is stored in this slot (asking for it again is then free)."""
         row = conn.execute(
@@ -682,12 +696,23 @@ class Store:
 
         Costs O(k · number of group values), whatever the number of reports.
         """
-        rows = self.connection().execute(
+        return self.group_tallies(self.connection(), campaign_id, group_field, round=round)
+
+    @staticmethod
+    def group_tallies(
+        conn: sqlite3.Connection, campaign_id: str, group_field: str = "", *, round: str = ""
+    ) -> dict[str, StoredTally]:
+        """:meth:`tallies` on the caller's connection (inside a central release's spending transaction).
+
+        One round only (``''``, the round of a non-recurring campaign, by default): every round has its
+        own rows, so a read over all of them would keep one arbitrary round's counts per group value.
+        """
+        rows = conn.execute(
             "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND round = ?"
             " AND group_field = ? ORDER BY group_value",
             (campaign_id, round, group_field),
         )
-        return {value: StoredTally(n, json.loads(support)) for value, n, support in rows}
+        return {value: StoredTally(int(n), json.loads(support)) for value, n, support in rows}
 
     def all_tallies(self, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
         """Every stored tally of the campaign in one round, keyed by ``(group_field, group_value)``."""

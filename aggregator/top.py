@@ -23,6 +23,7 @@ from typing import Any
 
 from deniable.aggregator import accountant, central
 from deniable.aggregator.store import Store
+from deniable.shared import noise
 from deniable.shared.accounting import Budget, Cost, compose, group_cost
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_TOP
@@ -68,7 +69,7 @@ def release_top(
         stored, released_at = cached
         totals = compose(accountant.costs(conn, campaign_id))
     else:
-        eps = Fraction(central.exact_epsilon(epsilon))
+        eps = Fraction(noise.exact_epsilon(epsilon))
         cost = group_cost(Cost.pure(eps), group_size)
         released_at = dt.datetime.now(dt.UTC).isoformat()
         totals = accountant.charge_release(

@@ -75,6 +75,7 @@ UNBIASED_NOTE = (
 #: support probabilities (central releases) the normal one.
 INTERVAL_METHODS = {
     "score-cc": "score interval on the exact law of S_v with a 1/2 continuity correction (Wilson 1927)",
+    "noise-exact": "count ± the exact quantiles of the central noise's law (deniable.shared.noise)",
     "normal": "count ± z·stderr",
 }
 

@@ -17,6 +17,7 @@ from scipy.stats import chi2, laplace
 
 from deniable.aggregator import central
 from deniable.aggregator.store import ReportRow, Store
+from deniable.shared import noise
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, InvalidParameter
 from deniable.shared.sampling import seeded_randbelow
 
@@ -35,12 +36,12 @@ def _chi_square_p_ok(observed: np.ndarray, expected: np.ndarray) -> tuple[float,
 def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str) -> None:
     """χ² of DRAWS released bins (the exact sampler on a seeded randbelow) against
     P(z) = (1−a)/(1+a)·a^|z|, a = e^(−ε/Δ)."""
-    delta = central.sensitivity(adjacency)
-    scale = central.noise_scale(epsilon, delta)
+    delta = noise.sensitivity(adjacency)
+    scale = noise.noise_scale(epsilon, delta)
     assert scale == Fraction(delta) / Fraction(str(epsilon))
     # Through the very function a release uses: DRAWS bins holding the count 7, each with its own noise.
     randbelow = seeded_randbelow(np.random.default_rng(11))
-    counts = central.noisy_counts(
+    counts = noise.noisy_counts(
         [7] * DRAWS, epsilon=epsilon, delta=delta, noise="discrete-laplace", randbelow=randbelow
     )
     draws = np.array(counts) - 7
@@ -60,16 +61,16 @@ def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str
     stat, critical = _chi_square_p_ok(observed, expected)
     assert stat < critical, (stat, critical)
     # The stderr the release ships is this law's exact sd: √(2a)/(1−a).
-    sd = math.sqrt(central.noise_variance("discrete-laplace", scale))
+    sd = math.sqrt(noise.noise_variance("discrete-laplace", scale))
     assert sd == pytest.approx(math.sqrt(2 * a) / (1 - a), rel=1e-12)
 
 
 def test_lattice_laplace_noise_follows_the_laplace_law_on_its_grid() -> None:
     epsilon = 0.8
-    scale = central.noise_scale(epsilon, 1)
+    scale = noise.noise_scale(epsilon, 1)
     randbelow = seeded_randbelow(np.random.default_rng(12))
-    draws = [central.sample_noise("laplace", scale, randbelow) for _ in range(DRAWS)]
-    assert all((z * 2**central.LATTICE_BITS).denominator == 1 for z in draws)
+    draws = [noise.sample_noise("laplace", scale, randbelow) for _ in range(DRAWS)]
+    assert all((z * 2**noise.LATTICE_BITS).denominator == 1 for z in draws)
     values = np.array([float(z) for z in draws])
     b = 1 / epsilon
     edges = np.array([-np.inf, *laplace.ppf(np.linspace(0.05, 0.95, 19), scale=b), np.inf])
@@ -77,24 +78,24 @@ def test_lattice_laplace_noise_follows_the_laplace_law_on_its_grid() -> None:
     expected = DRAWS * np.diff(laplace.cdf(edges, scale=b))
     stat, critical = _chi_square_p_ok(observed, expected)
     assert stat < critical, (stat, critical)
-    sd = math.sqrt(central.noise_variance("laplace", scale))
+    sd = math.sqrt(noise.noise_variance("laplace", scale))
     assert sd == pytest.approx(math.sqrt(2) * b, rel=1e-12)  # √2·b to 12 digits (lattice 2^-20)
 
 
 def test_the_noise_spends_exactly_the_decimal_epsilon_charged() -> None:
-    assert central.noise_scale(0.1, 1) == 10  # not 1/Fraction(0.1), which is slightly below 10
-    assert central.noise_scale(0.3, 2) == Fraction(20, 3)
+    assert noise.noise_scale(0.1, 1) == 10  # not 1/Fraction(0.1), which is slightly below 10
+    assert noise.noise_scale(0.3, 2) == Fraction(20, 3)
 
 
 def test_noise_names_and_adjacencies_are_validated() -> None:
     with pytest.raises(InvalidParameter, match="'noise' must be one of discrete-laplace, laplace, gaussian"):
-        central.sample_noise("uniform", Fraction(1))
+        noise.sample_noise("uniform", Fraction(1))
     with pytest.raises(InvalidConfig, match="'adjacency' must be one of add-remove, replace"):
-        central.sensitivity("swap")
+        noise.sensitivity("swap")
     with pytest.raises(InvalidParameter, match=r"'epsilon' must be a number in \[1e-06, 20\], got 0"):
-        central.noise_scale(0, 1)
-    assert central.sensitivity("add-remove") == 1
-    assert central.sensitivity("replace") == 2
+        noise.noise_scale(0, 1)
+    assert noise.sensitivity("add-remove") == 1
+    assert noise.sensitivity("replace") == 2
 
 
 # -- the accountant --------------------------------------------------------------------------------
@@ -185,7 +186,7 @@ def test_a_release_spends_its_epsilon_and_has_the_local_shape(tmp_path: Path) ->
         assert row["count"] == round(row["count"])  # integer noise on integer counts
         assert row["stderr"] == pytest.approx(math.sqrt(2 * a) / (1 - a))
         # the interval is the discrete law's own (coverage nearest 95%), not count ± 1.96·stderr
-        low, up = central.interval_widths(lambda z: (1 - a) / (1 + a) * a ** abs(z), 0.95)
+        low, up = noise.interval_widths(lambda z: (1 - a) / (1 + a) * a ** abs(z), 0.95)
         assert row["ci"] == [row["count"] - up, row["count"] + low]
         assert abs(row["count"] - truth) < 200  # |noise| > 200 has probability ~1e-22 at b = 4
     assert _spent(store) == 0.25
@@ -253,6 +254,23 @@ def test_replace_adjacency_doubles_the_scale_and_keeps_n_public(tmp_path: Path) 
     assert body["n"] == 120 and body["n_public"] is True
     grouped = _release(store, group_by="region")
     assert grouped["n_public"] is False  # a replaced person may change group: group sizes are private
+
+
+def test_a_release_counts_the_one_round_of_a_central_campaign(tmp_path: Path) -> None:
+    """Defect (issue 9): the release read every round's tally rows and kept whichever came last per group
+    value, so rows of another round (a database written by a later version, or a campaign re-created) took
+    the place of the campaign's own counts. The store's read is per round, like the local estimates'."""
+    store = _store(tmp_path, adjacency="replace", budget=50.0)
+    other = [
+        ReportRow(f"{i:032x}", f"{i:064x}", {"region": "north"}, json.dumps(0), (0,), round="r1")
+        for i in range(1000, 1300)
+    ]
+    store.ingest("c", other, k=K, group_fields=["region"])
+    body = _release(store, epsilon=20.0)  # Δ = 2, b = 0.1: the noise is 0 but for a chance of 10⁻⁴ per bin
+    assert body["n"] == 120
+    assert [abs(row["count"] - 40) <= 2 for row in body["categories"]] == [True] * K
+    grouped = _release(store, epsilon=20.0, group_by="region")
+    assert abs(grouped["groups"]["north"]["categories"][0]["count"]) <= 2  # not 300 (the other round's)
 
 
 def test_a_release_past_the_budget_is_refused_and_changes_nothing(tmp_path: Path) -> None:

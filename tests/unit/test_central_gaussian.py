@@ -18,7 +18,7 @@ import pytest
 
 from deniable.aggregator import accountant, central
 from deniable.aggregator.migrations import MIGRATIONS, migrate
-from deniable.aggregator.store import ReportRow, Store
+from deniable.aggregator.store import ReportRow, Store, StoredTally
 from deniable.shared.accounting import Budget, Cost, subsampled_epsilon
 from deniable.shared.errors import BudgetExceeded, InvalidParameter
 from deniable.shared.gaussian import (
@@ -27,6 +27,7 @@ from deniable.shared.gaussian import (
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
 )
+from deniable.shared.noise import LATTICE_BITS, simulate_two_sided_geometric
 
 K = 3
 
@@ -192,7 +193,7 @@ def test_a_gaussian_campaign_over_the_real_server(aggregator) -> None:
 
 
 def _coverage(noise: str, *, params: dict, epsilon: float, support: list[int], reps: int) -> float:
-    tallies = {"": (sum(support), support)}
+    tallies = {"": StoredTally(sum(support), support)}
     hits = total = 0
     for _ in range(reps):
         stored = central._draw(tallies, [""], k=len(support), epsilon=epsilon, adjacency="add-remove",
@@ -238,12 +239,39 @@ def test_integer_noise_intervals_have_their_coverage_exactly(noise: str, epsilon
         def pmf(z: int) -> float:
             return (1 - a) / (1 + a) * a ** abs(z)
 
-    stored = central._draw({"": (50, [50, 7])}, [""], k=2, epsilon=epsilon, adjacency="add-remove", noise=noise,
-                           params=params)  # fmt: skip
+    stored = central._draw({"": StoredTally(50, [50, 7])}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
+                           noise=noise, params=params)  # fmt: skip
     row = central.render(stored, level=0.95, categories=None, group_by=None)["categories"][0]
     below, above = row["count"] - row["ci"][0], row["ci"][1] - row["count"]  # u, l
     coverage = sum(pmf(z) for z in range(-round(above), round(below) + 1))
     assert 0.93 <= coverage <= 0.97, (below, above, coverage)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 3.0, 10.0])
+def test_lattice_laplace_intervals_have_their_coverage_exactly(epsilon: float) -> None:
+    """The ``laplace`` release serves c ± m·γ, m the least number of lattice steps with
+    P(|Z| ≤ mγ) = 1 − 2a^(m+1)/(1+a) ≥ 0.95 (a = e^(−γ/b)): its exact coverage is 0.95 to within one step's
+    mass. The normal interval it served before, ĉ ± 1.96·√2·b, covers 1 − e^(−1.96·√2) = 0.9375 at every ε;
+    a seeded simulation of the same law agrees within its binomial standard error."""
+    stored = central._draw({"": StoredTally(50, [50, 7])}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
+                           noise="laplace")  # fmt: skip
+    body = central.render(stored, level=0.95, categories=None, group_by=None)
+    assert body["interval"]["method"] == "noise-exact"
+    row = body["categories"][0]
+    half = row["ci"][1] - row["count"]
+    assert half == pytest.approx(row["count"] - row["ci"][0], abs=0)
+    steps = half * 2**LATTICE_BITS
+    assert steps == int(steps)  # the interval's ends are lattice points
+    b = 1.0 / epsilon
+    log_a = -(2.0**-LATTICE_BITS) / b
+    exact = 1 - 2 * math.exp((steps + 1) * log_a) / (1 + math.exp(log_a))
+    assert 0.95 <= exact <= 0.95 + 2 * (2.0**-LATTICE_BITS) / b, exact
+    assert 1 - 2 * math.exp(steps * log_a) / (1 + math.exp(log_a)) < 0.95  # one step less would not do
+    normal = 1 - math.exp(-1.959963984540054 * math.sqrt(2.0))
+    assert normal == pytest.approx(0.9375, abs=1e-4)
+    draws = simulate_two_sided_geometric(-math.expm1(log_a), 40_000, np.random.default_rng(3))
+    measured = float(np.mean(np.abs(draws) <= steps))
+    assert abs(measured - exact) <= 4 * math.sqrt(exact * (1 - exact) / draws.size)
 
 
 def test_the_release_log_shows_the_accountants_totals(aggregator) -> None:

@@ -209,14 +209,14 @@ def test_the_product_paths_default_to_secrets() -> None:
     without a ``randbelow`` draws from ``secrets``."""
     import inspect
 
-    from deniable.aggregator import central
+    from deniable.shared import noise
     from deniable.shared.mechanisms import GRR, OLH, OUE
 
     functions = [
         sampling.bernoulli, sampling.bernoulli_exp, sampling.randomized_response, sampling.unary_bits,
         sampling.geometric_exp, sampling.discrete_laplace, sampling.discrete_gaussian,
         GRR.randomize, OUE.randomize, OLH.randomize,
-        central.sample_noise, central.noisy_counts,
+        noise.sample_noise, noise.noisy_counts,
     ]  # fmt: skip
     for function in functions:
         default = inspect.signature(function).parameters["randbelow"].default
