@@ -111,7 +111,7 @@ def test_cli_reports_and_exits_nonzero_on_a_violation(capsys: pytest.CaptureFixt
 
 @pytest.mark.parametrize(("mechanism", "k"), [("grr", 4), ("oue", 3), ("discrete-laplace", 2), ("laplace", 2)])
 def test_the_exact_samplers_the_product_runs_stay_within_epsilon(mechanism: str, k: int) -> None:
-    """``exact=True`` audits ``randomize`` / ``central.sample_noise`` (fed from the seed): ε_LB ≤ ε fails
+    """``exact=True`` audits ``randomize`` / ``deniable.shared.noise.sample_noise`` (fed from the seed): ε_LB ≤ ε fails
     with probability ≤ 1 − confidence = 1e-6 if the samplers are right; a loose floor keeps it non-vacuous."""
     result = audit(mechanism, epsilon=1.0, k=k, trials=16_000, confidence=1 - 1e-6, seed=5, exact=True)
     assert not result.violated, result.summary()
