@@ -5,7 +5,7 @@
 * Body over ``MAX_CONTENT_LENGTH`` → 413 (the serving front stops reading at the limit).
 * Not UTF-8, not JSON, a duplicate key, NaN/Infinity, or nested past the interpreter's recursion limit
   → 400. The parser is the one strict parser of the decrypted payloads
-  (:func:`deniable.shared.envelope.parse_json`), so that a body and a payload cannot disagree on what a
+  (:func:`deniable.shared.canonical_json.parse_json`), so that a body and a payload cannot disagree on what a
   document says (``{"id": "a", "id": "b"}`` would otherwise create ``b``).
 * A body of the wrong JSON type (an array where an object is expected) → 400 (:func:`json_object`).
 * A query parameter the route does not take → 400 naming the ones it takes: a typo (``?groupby=``) or an
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from flask import Flask, current_app, request
 from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
-from deniable.shared.envelope import parse_json
+from deniable.shared.canonical_json import parse_json
 from deniable.shared.errors import InvalidReport
 
 __all__ = [

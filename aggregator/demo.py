@@ -32,7 +32,7 @@ from typing import Any
 
 from deniable.aggregator.cli import needs
 from deniable.aggregator.ratelimit import SIMULATION_ENV
-from deniable.shared.campaign import MAX_BUDGET
+from deniable.shared.descriptor import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 

@@ -27,7 +27,7 @@ from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.aggregator.top import release_top
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
 from deniable.shared.limits import MAX_GROUP_CELLS

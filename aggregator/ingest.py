@@ -29,7 +29,7 @@ from typing import Any
 from werkzeug.exceptions import BadRequest
 
 from deniable.aggregator.store import ReportRow, Store
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
 from deniable.shared.errors import CampaignClosed, InvalidReport
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS

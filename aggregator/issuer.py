@@ -30,8 +30,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from deniable.aggregator.secret_files import issuer_key_path, read_secret, write_secret
 from deniable.shared import blindrsa
+from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.tokens import TOKEN_REQUEST_BYTES, TOKEN_TYPE, Admission, b64url_decode, b64url_encode
+from deniable.shared.tokens import TOKEN_REQUEST_BYTES, TOKEN_TYPE, Admission
 
 __all__ = ["Issuer", "IssuerKeys"]
 

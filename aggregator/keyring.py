@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deniable.aggregator.secret_files import key_path, read_secret, write_secret
-from deniable.shared.envelope import decode_key, encode_key, generate_keypair, public_key_of
 from deniable.shared.errors import CampaignKeyUnavailable, DeniableError
+from deniable.shared.keys import decode_key, encode_key, generate_keypair, public_key_of
 
 __all__ = ["KEY_FILE_FORMAT", "KeyProblem", "Keyring", "check_key_file", "encode_key_file", "load_private_key"]
 

@@ -22,7 +22,7 @@ from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.accounting import compose
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
 from deniable.shared.limits import (
     CAMPAIGN_STATUSES,

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
 from deniable.aggregator.batch.run import local_client, run_batch
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 ROWS_PER_FILE = 1_000_000
 

@@ -26,8 +26,8 @@ from deniable.aggregator.harness import ServerProcess
 from deniable.client import Client, Response, simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
 from deniable.client.state import DeviceState, ReportRow
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import encode_key, generate_keypair
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import encode_key, generate_keypair
 
 MECHANISMS = (("grr", 4, 1.0), ("oue", 16, 1.0), ("olh", 16, 1.0))
 

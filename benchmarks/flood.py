@@ -28,7 +28,7 @@ import numpy as np
 
 from deniable.aggregator.harness import ServerProcess
 from deniable.shared import limits
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 
 def post(port: int, path: str, body: bytes, address: str, token: str | None = None) -> tuple[int, Any]:

@@ -39,7 +39,7 @@ import numpy as np
 from deniable.aggregator.harness import ServerProcess
 from deniable.aggregator.keyring import load_private_key
 from deniable.aggregator.store import ReportRow, Store
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, hpke_info, open_envelope, signed_message
 
 BATCH = 1000

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from ingest import Server, seal_envelopes  # benchmarks/ingest.py: the server subprocess and the sealer
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 CAMPAIGN = "slow-bench"
 

@@ -38,7 +38,7 @@ from deniable.aggregator.harness import ServerProcess
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, RetryPolicy, TransportError
 from deniable.client.report import randomize_index, seal_answer
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 CAMPAIGN = "soak"
 CATEGORIES = ["a", "b", "c", "d"]

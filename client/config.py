@@ -21,14 +21,15 @@ import json
 import urllib.parse
 from typing import Any
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import canonical_json
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import (
     CampaignClosed,
     InvalidConfig,
     TransportError,
     UnknownCampaign,
 )
+from deniable.shared.messages import show
 
 from .state import DeviceState
 from .transport import Transport, error_message
@@ -100,7 +101,7 @@ def check_pin(state: DeviceState, config: CampaignConfig) -> None:
     old = json.loads(pinned[1])
     new = pin_summary(config)
     changes = [
-        f"{key.removesuffix('_sha256')} {_short(old.get(key))} -> {_short(new.get(key))}"
+        f"{key.removesuffix('_sha256')} {show(old.get(key), containers=True)} -> {show(new.get(key), containers=True)}"
         if not key.endswith("_sha256")
         else f"{key.removesuffix('_sha256')} changed"
         for key in new
@@ -135,8 +136,3 @@ def resolve_config(
     if config.status == "closed":
         raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
     return config
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."

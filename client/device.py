@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import make_pseudonym
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import AdmissionTokenRequired, AnswerChanged, InvalidParameter
 from deniable.shared.fields import check_round, plural
+from deniable.shared.ids import make_pseudonym
 from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
 from deniable.shared.tokens import Token
 

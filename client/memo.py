@@ -52,8 +52,8 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import canonical_json
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import Mechanism
 
 from .drbg import HmacDrbg

@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidConfig, InvalidParameter
 from deniable.shared.tokens import Admission, Token, TokenRequest
 

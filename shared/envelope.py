@@ -26,79 +26,58 @@ per (device, campaign), so the aggregator can count one report per device, and i
 campaigns without the device secret (the campaign keys are outputs of a PRF of the secret). The byte
 layouts are specified in ``docs/wire-format.md``.
 
-This module does no I/O and imports neither Flask nor numpy.
+Keys are in ``deniable.shared.keys``, ids and pseudonyms in ``deniable.shared.ids``, the canonical JSON in
+``deniable.shared.canonical_json``. This module does no I/O and imports neither Flask nor numpy.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import decimal
-import functools
-import hashlib
 import hmac
-import json
-import math
-import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hpke, serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives import hpke
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from deniable.shared.base64url import b64url_decode, b64url_encode
+from deniable.shared.canonical_json import canonical_json, parse_json_object
 from deniable.shared.errors import InvalidParameter, InvalidReport
+from deniable.shared.formats import FORMAT_VERSION, SUPPORTED_VERSIONS, check_version
+from deniable.shared.ids import (
+    DEVICE_KEY_BYTES,
+    check_campaign_id,
+    check_pseudonym,
+    check_report_id,
+    device_signing_key,
+    make_pseudonym,
+    new_report_id,
+    pseudonym_of_key,
+)
+from deniable.shared.keys import load_private, load_public
+from deniable.shared.messages import show
 
 __all__ = [
-    "DEVICE_KEY_BYTES",
-    "DEVICE_KEY_LABEL",
-    "DEVICE_SECRET_BYTES",
     "ENC_BYTES",
-    "FORMAT_VERSION",
     "INFO_LABEL",
     "MAX_CIPHERTEXT_BYTES",
     "MAX_PLAINTEXT_BYTES",
     "MIN_CIPHERTEXT_BYTES",
     "PROOF_FAILED",
-    "PSEUDONYM_LABEL",
-    "PSEUDONYM_LABEL_V2",
     "SIGNATURE_BYTES",
     "SIGNATURE_LABEL",
-    "SUITE_ID",
-    "SUPPORTED_VERSIONS",
     "TAG_BYTES",
     "Envelope",
-    "canonical_json",
-    "check_public_key",
-    "decode_key",
-    "device_public_key",
-    "device_signing_key",
-    "encode_key",
-    "generate_keypair",
     "hpke_info",
-    "make_pseudonym",
-    "new_report_id",
     "open_envelope",
     "pad_plaintext",
-    "parse_json",
-    "parse_json_object",
-    "pseudonym_of_key",
-    "public_key_of",
     "seal",
     "signed_message",
     "unpad_plaintext",
     "verify_possession",
 ]
-
-#: The envelope format this code writes; :data:`SUPPORTED_VERSIONS` lists those it reads. Version 1 (no
-#: padding, no proof of possession) is read and written only for campaigns whose descriptor says 1.
-FORMAT_VERSION = 2
-SUPPORTED_VERSIONS: tuple[int, ...] = (1, 2)
-#: The HPKE suite, named as in RFC 9180: KEM 0x0020, KDF 0x0001, AEAD 0x0003.
-SUITE_ID = "X25519-HKDF-SHA256-ChaCha20Poly1305"
 
 #: Length of the HPKE encapsulated key (X25519 public key) that prefixes every ciphertext.
 ENC_BYTES = 32
@@ -110,17 +89,10 @@ MAX_PLAINTEXT_BYTES = 60 * 1024
 MIN_CIPHERTEXT_BYTES = ENC_BYTES + TAG_BYTES
 MAX_CIPHERTEXT_BYTES = 64 * 1024
 
-#: Length of a device secret (HMAC keys shorter than a block are zero-padded, so the length is fixed).
-DEVICE_SECRET_BYTES = 32
-#: Domain-separation prefixes (each followed by one 0x00 byte) of the pseudonym MAC and the HPKE info.
-PSEUDONYM_LABEL = b"deniable/pseudonym/v1"
+#: Domain-separation prefixes (each followed by one 0x00 byte) of the HPKE info and the signed message.
 INFO_LABEL = b"deniable/hpke-info/v1"
-#: Version 2: the device's per-campaign Ed25519 seed, its pseudonym, and the signed message.
-DEVICE_KEY_LABEL = b"deniable/device-key/v2"
-PSEUDONYM_LABEL_V2 = b"deniable/pseudonym/v2"
 SIGNATURE_LABEL = b"deniable/envelope-signature/v2"
-#: Raw Ed25519 public key and signature lengths (RFC 8032).
-DEVICE_KEY_BYTES = 32
+#: Raw Ed25519 signature length (RFC 8032).
 SIGNATURE_BYTES = 64
 #: The one reason given for every failed proof of possession, whether or not the pseudonym is known.
 PROOF_FAILED = (
@@ -130,282 +102,8 @@ PROOF_FAILED = (
 )
 
 _SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
-_REPORT_ID_RE = re.compile(r"[0-9a-f]{32}")
-_PSEUDONYM_RE = re.compile(r"[0-9a-f]{64}")
-_CAMPAIGN_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-_B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "pseudonym", "ct"})
 _ENVELOPE_KEYS_V2 = _ENVELOPE_KEYS | {"device_key", "sig"}
-
-
-# --------------------------------------------------------------------------------------------- encodings
-
-
-def encode_key(raw: bytes) -> str:
-    """Encode a raw 32-byte X25519 key as base64url without padding (43 characters)."""
-    if not isinstance(raw, bytes) or len(raw) != 32:
-        got = f"{len(raw)} bytes" if isinstance(raw, bytes) else type(raw).__name__
-        raise InvalidParameter(f"a key must be 32 raw bytes, got {got}")
-    return _b64url_encode(raw)
-
-
-def decode_key(text: str, *, name: str = "key") -> bytes:
-    """Decode a base64url (no padding) X25519 key to its 32 raw bytes, else raise ``InvalidParameter``."""
-    raw = _b64url_decode(text)
-    if raw is None or len(raw) != 32:
-        shown = repr(text) if isinstance(text, str) and len(text) <= 64 else f"a {type(text).__name__}"
-        raise InvalidParameter(
-            f"'{name}' must be 32 bytes in base64url without padding (43 characters), got {shown}"
-        )
-    return raw
-
-
-def _b64url_encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _b64url_decode(text: object) -> bytes | None:
-    """Strict base64url without padding: alphabet only, canonical trailing bits; ``None`` if not."""
-    if not isinstance(text, str) or len(text) % 4 == 1 or _B64URL_RE.fullmatch(text) is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return raw if _b64url_encode(raw) == text else None
-
-
-def canonical_json(obj: Any) -> bytes:
-    """Serialize to canonical JSON (RFC 8785, JCS) in UTF-8: sorted keys, no whitespace, shortest numbers.
-
-    Keys are sorted by code point (the same as JCS's UTF-16 order for the ASCII keys deniable uses); floats
-    are written as ECMAScript does (``1.0`` → ``1``, ``1e-07`` → ``1e-7``). NaN, infinities, non-string
-    keys, lone surrogates and other types raise ``InvalidParameter``.
-    """
-    parts: list[str] = []
-    _canonical(obj, parts)
-    try:
-        return "".join(parts).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidParameter("canonical JSON strings must be valid Unicode (no lone surrogates)") from exc
-
-
-def _canonical(obj: Any, out: list[str]) -> None:
-    if obj is None or isinstance(obj, bool):
-        out.append("null" if obj is None else ("true" if obj else "false"))
-    elif isinstance(obj, int):
-        out.append(str(obj))
-    elif isinstance(obj, float):
-        out.append(_ecmascript_number(obj))
-    elif isinstance(obj, str):
-        out.append(json.dumps(obj, ensure_ascii=False))
-    elif isinstance(obj, list | tuple):
-        out.append("[")
-        for i, item in enumerate(obj):
-            if i:
-                out.append(",")
-            _canonical(item, out)
-        out.append("]")
-    elif isinstance(obj, Mapping):
-        if not all(isinstance(key, str) for key in obj):
-            raise InvalidParameter("canonical JSON object keys must be strings")
-        out.append("{")
-        for i, key in enumerate(sorted(obj)):
-            if i:
-                out.append(",")
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(":")
-            _canonical(obj[key], out)
-        out.append("}")
-    else:
-        raise InvalidParameter(f"canonical JSON cannot encode a {type(obj).__name__}")
-
-
-def _ecmascript_number(x: float) -> str:
-    """ECMAScript Number::toString of a finite double (RFC 8785 §3.2.2.3)."""
-    if not math.isfinite(x):
-        raise InvalidParameter(f"canonical JSON numbers must be finite, got {x!r}")
-    if x == 0:
-        return "0"
-    shortest = repr(x)  # Python's repr is the shortest round-trip digit string, as ECMAScript requires
-    exponent = decimal.Decimal(shortest).adjusted()
-    if -7 < exponent < 21:
-        text = format(decimal.Decimal(shortest), "f")
-        return text[:-2] if text.endswith(".0") else text
-    mantissa, _, exp = shortest.partition("e")
-    mantissa = mantissa[:-2] if mantissa.endswith(".0") else mantissa
-    return f"{mantissa}e{'+' if int(exp) > 0 else '-'}{abs(int(exp))}"
-
-
-def parse_json(data: bytes, *, what: str) -> Any:
-    """Parse strict UTF-8 JSON of any type: duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past the
-    interpreter's recursion limit are refused. The one strict parser of deniable: decrypted payloads and
-    the aggregator's request bodies both go through it.
-
-    Raises ``InvalidReport`` naming ``what`` on any problem.
-    """
-
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        obj: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in obj:
-                raise InvalidReport(f"{what} has a duplicate key {key[:40]!r}; send each key once")
-            obj[key] = value
-        return obj
-
-    def no_constants(name: str) -> Any:
-        raise InvalidReport(f"{what} contains {name}, which is not JSON")
-
-    try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates, parse_constant=no_constants)
-    except InvalidReport:
-        raise
-    except json.JSONDecodeError as exc:
-        raise InvalidReport(f"{what} is not UTF-8 JSON: {type(exc).__name__}: {exc.msg} at char {exc.pos}") from exc
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidReport(f"{what} is not UTF-8 JSON: {type(exc).__name__}") from exc
-
-
-def parse_json_object(data: bytes, *, what: str) -> dict[str, Any]:
-    """Parse strict UTF-8 JSON (:func:`parse_json`) that must be an object.
-
-    Raises ``InvalidReport`` naming ``what`` on any problem.
-    """
-    obj = parse_json(data, what=what)
-    if not isinstance(obj, dict):
-        raise InvalidReport(f"{what} must be a JSON object, got a {type(obj).__name__}")
-    return obj
-
-
-# --------------------------------------------------------------------------------------------- keys and ids
-
-
-def generate_keypair() -> tuple[bytes, bytes]:
-    """A fresh X25519 key pair from the OS CSPRNG, as raw 32-byte ``(private, public)``."""
-    private = X25519PrivateKey.generate()
-    return _private_raw(private), _public_raw(private.public_key())
-
-
-def public_key_of(private_key: bytes) -> bytes:
-    """The raw 32-byte X25519 public key belonging to a raw private key."""
-    return _public_raw(_load_private(private_key).public_key())
-
-
-def check_public_key(public_key: bytes) -> None:
-    """Raise ``InvalidParameter`` unless ``public_key`` is a usable X25519 public key.
-
-    A small-order point (e.g. all zeros) would make the DH shared secret all-zero, which RFC 9180 §7.1.4
-    forbids; it is detected by one trial exchange.
-    """
-    peer = _load_public(public_key)
-    try:
-        X25519PrivateKey.generate().exchange(peer)
-    except ValueError as exc:
-        raise InvalidParameter(
-            "the public key is a small-order X25519 point; nothing can be sealed to it"
-        ) from exc
-
-
-def _private_raw(key: X25519PrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
-    )
-
-
-def _public_raw(key: X25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def _load_private(raw: bytes | X25519PrivateKey) -> X25519PrivateKey:
-    if isinstance(raw, X25519PrivateKey):
-        return raw
-    if not isinstance(raw, bytes) or len(raw) != 32:
-        raise InvalidParameter("'private_key' must be 32 raw bytes (an X25519 private key)")
-    return _private_key_object(raw)
-
-
-@functools.lru_cache(maxsize=64)
-def _private_key_object(raw: bytes) -> X25519PrivateKey:
-    """Loading a key costs about half an HPKE open; an aggregator opens many envelopes per campaign key."""
-    return X25519PrivateKey.from_private_bytes(raw)
-
-
-def _load_public(raw: bytes) -> X25519PublicKey:
-    if not isinstance(raw, bytes) or len(raw) != 32:
-        raise InvalidParameter("'public_key' must be 32 raw bytes (an X25519 public key)")
-    return X25519PublicKey.from_public_bytes(raw)
-
-
-def new_report_id() -> str:
-    """A fresh report id: 128 bits from ``secrets``, as 32 lowercase hex digits."""
-    return secrets.token_hex(16)
-
-
-def make_pseudonym(device_secret: bytes, campaign_id: str, version: int = FORMAT_VERSION) -> str:
-    """The device's pseudonym in one campaign under format ``version``: 64 lowercase hex digits.
-
-    Version 2: :func:`pseudonym_of_key` of the device's campaign public key (:func:`device_public_key`), so
-    only the holder of the matching private key can sign for it. Version 1:
-    ``HMAC-SHA256(device_secret, b"deniable/pseudonym/v1" || 0x00 || UTF-8(campaign_id))``. Either way it is
-    stable per (device, campaign), so the aggregator counts one report per device, and without the secret
-    the pseudonyms of one device in two campaigns are unlinkable (HMAC is a PRF).
-    """
-    _check_device_secret(device_secret)
-    _check_campaign_id(campaign_id, InvalidParameter)
-    if version == 1:
-        message = PSEUDONYM_LABEL + b"\x00" + campaign_id.encode("utf-8")
-        return hmac.new(device_secret, message, hashlib.sha256).hexdigest()
-    _check_version(version)
-    return pseudonym_of_key(device_public_key(device_secret, campaign_id), campaign_id)
-
-
-def _check_device_secret(device_secret: object) -> None:
-    if not isinstance(device_secret, bytes) or len(device_secret) != DEVICE_SECRET_BYTES:
-        raise InvalidParameter(
-            f"'device_secret' must be exactly {DEVICE_SECRET_BYTES} random bytes; use "
-            f"secrets.token_bytes({DEVICE_SECRET_BYTES})"
-        )
-
-
-def _check_version(version: object) -> None:
-    if isinstance(version, bool) or version not in SUPPORTED_VERSIONS:
-        raise InvalidParameter(f"'version' must be one of {list(SUPPORTED_VERSIONS)}, got {version!r}")
-
-
-def device_signing_key(device_secret: bytes, campaign_id: str) -> Ed25519PrivateKey:
-    """The device's Ed25519 key for one campaign (format version 2), derived from its secret.
-
-    ``seed = HMAC-SHA256(device_secret, b"deniable/device-key/v2" || 0x00 || UTF-8(campaign_id))`` is the
-    RFC 8032 private key. HMAC is a PRF, so the keys (and pseudonyms) of one device in two campaigns are
-    independent-looking without the secret, and the same device always has the same key in a campaign.
-    """
-    _check_device_secret(device_secret)
-    _check_campaign_id(campaign_id, InvalidParameter)
-    return _signing_key(device_secret, campaign_id)
-
-
-@functools.lru_cache(maxsize=256)
-def _signing_key(device_secret: bytes, campaign_id: str) -> Ed25519PrivateKey:
-    message = DEVICE_KEY_LABEL + b"\x00" + campaign_id.encode("utf-8")
-    return Ed25519PrivateKey.from_private_bytes(hmac.new(device_secret, message, hashlib.sha256).digest())
-
-
-def device_public_key(device_secret: bytes, campaign_id: str) -> bytes:
-    """The raw 32-byte Ed25519 public key of :func:`device_signing_key`."""
-    return device_signing_key(device_secret, campaign_id).public_key().public_bytes_raw()
-
-
-def pseudonym_of_key(device_key: bytes, campaign_id: str) -> str:
-    """Version-2 pseudonym of a device public key in a campaign, 64 hex digits::
-
-    hex(SHA-256(b"deniable/pseudonym/v2" || 0x00 || I2OSP(len(campaign_id), 1) || campaign_id
-                || device_key))
-    """
-    _check_campaign_id(campaign_id, InvalidParameter)
-    if not isinstance(device_key, bytes) or len(device_key) != DEVICE_KEY_BYTES:
-        raise InvalidParameter(f"'device_key' must be {DEVICE_KEY_BYTES} raw bytes (an Ed25519 public key)")
-    cid = campaign_id.encode("ascii")
-    return hashlib.sha256(PSEUDONYM_LABEL_V2 + b"\x00" + len(cid).to_bytes(1, "big") + cid + device_key).hexdigest()
 
 
 def signed_message(info: bytes, ciphertext: bytes) -> bytes:
@@ -450,11 +148,11 @@ def hpke_info(campaign_id: str, version: int, report_id: str, pseudonym: str) ->
     The campaign id is length-prefixed and the other fields have fixed lengths, so distinct tuples give
     distinct strings. Raises ``InvalidParameter`` if a field is malformed.
     """
-    _check_campaign_id(campaign_id, InvalidParameter)
+    check_campaign_id(campaign_id, InvalidParameter)
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**16:
         raise InvalidParameter(f"'version' must be an integer in [0, 65535], got {version!r}")
-    _check_hex("report_id", report_id, _REPORT_ID_RE, 32, InvalidParameter)
-    _check_hex("pseudonym", pseudonym, _PSEUDONYM_RE, 64, InvalidParameter)
+    check_report_id(report_id, InvalidParameter)
+    check_pseudonym(pseudonym, InvalidParameter)
     cid = campaign_id.encode("ascii")
     return b"".join(
         (
@@ -467,28 +165,6 @@ def hpke_info(campaign_id: str, version: int, report_id: str, pseudonym: str) ->
             bytes.fromhex(pseudonym),
         )
     )
-
-
-def _check_campaign_id(campaign_id: object, error: type[ValueError]) -> None:
-    if not isinstance(campaign_id, str) or _CAMPAIGN_ID_RE.fullmatch(campaign_id) is None:
-        raise error(
-            "'campaign_id' must be a slug of 1-64 characters from a-z, 0-9 and '-', starting with a "
-            f"letter or digit, got {_short(campaign_id)}"
-        )
-
-
-def _check_hex(
-    name: str, value: object, pattern: re.Pattern[str], digits: int, error: type[ValueError]
-) -> None:
-    if not isinstance(value, str) or pattern.fullmatch(value) is None:
-        where = "envelope " if error is InvalidReport else ""
-        raise error(f"{where}'{name}' must be {digits} lowercase hex digits, got {_short(value)}")
-
-
-def _short(value: object) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 80 else f"a string of {len(value)} characters"
-    return f"a {type(value).__name__}"
 
 
 # --------------------------------------------------------------------------------------------- envelope
@@ -512,13 +188,13 @@ class Envelope:
 
     def __post_init__(self) -> None:
         if isinstance(self.version, bool) or not isinstance(self.version, int):
-            raise InvalidReport(f"envelope 'v' must be an integer, got {_short(self.version)}")
+            raise InvalidReport(f"envelope 'v' must be an integer, got {show(self.version)}")
         if self.version not in SUPPORTED_VERSIONS:
             raise InvalidReport(_unknown_version(self.version))
-        _check_hex("report_id", self.report_id, _REPORT_ID_RE, 32, InvalidReport)
-        _check_hex("pseudonym", self.pseudonym, _PSEUDONYM_RE, 64, InvalidReport)
+        check_report_id(self.report_id, InvalidReport)
+        check_pseudonym(self.pseudonym, InvalidReport)
         if not isinstance(self.ciphertext, bytes):
-            raise InvalidReport(f"envelope 'ct' must be bytes, got {_short(self.ciphertext)}")
+            raise InvalidReport(f"envelope 'ct' must be bytes, got {show(self.ciphertext)}")
         if not MIN_CIPHERTEXT_BYTES <= len(self.ciphertext) <= MAX_CIPHERTEXT_BYTES:
             raise InvalidReport(
                 f"envelope 'ct' must decode to {MIN_CIPHERTEXT_BYTES}..{MAX_CIPHERTEXT_BYTES} bytes "
@@ -546,11 +222,11 @@ class Envelope:
             "v": self.version,
             "report_id": self.report_id,
             "pseudonym": self.pseudonym,
-            "ct": _b64url_encode(self.ciphertext),
+            "ct": b64url_encode(self.ciphertext),
         }
         if self.device_key is not None and self.signature is not None:
-            wire["device_key"] = _b64url_encode(self.device_key)
-            wire["sig"] = _b64url_encode(self.signature)
+            wire["device_key"] = b64url_encode(self.device_key)
+            wire["sig"] = b64url_encode(self.signature)
         return wire
 
     @classmethod
@@ -560,7 +236,7 @@ class Envelope:
         Raises ``InvalidReport`` (and nothing else) naming the offending field.
         """
         if not isinstance(obj, dict):
-            raise InvalidReport(f"an envelope must be a JSON object, got {_short(obj)}")
+            raise InvalidReport(f"an envelope must be a JSON object, got {show(obj)}")
         keys = set(obj)
         version = obj.get("v")
         if type(version) is int and version not in SUPPORTED_VERSIONS:
@@ -571,21 +247,21 @@ class Envelope:
             missing = sorted(expected - keys)
             extra = sorted(str(k) for k in keys - expected)
             parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-            parts += [f"unexpected {', '.join(_short(k) for k in extra[:5])}"] if extra else []
+            parts += [f"unexpected {', '.join(show(k) for k in extra[:5])}"] if extra else []
             raise InvalidReport(
                 f"an envelope must have exactly the keys {', '.join(map(repr, sorted(expected)))}: " + "; ".join(parts)
             )
         ct = obj["ct"]
         if not isinstance(ct, str):
-            raise InvalidReport(f"envelope 'ct' must be a base64url string, got {_short(ct)}")
+            raise InvalidReport(f"envelope 'ct' must be a base64url string, got {show(ct)}")
         if len(ct) > (MAX_CIPHERTEXT_BYTES * 4 + 2) // 3:
             raise InvalidReport(f"envelope 'ct' is longer than {MAX_CIPHERTEXT_BYTES} bytes")
-        raw = _b64url_decode(ct)
+        raw = b64url_decode(ct)
         if raw is None:
             raise InvalidReport("envelope 'ct' must be base64url without padding (alphabet A-Z a-z 0-9 - _, canonical)")
         device_key = signature = None
         if v2:
-            device_key, signature = _b64url_decode(obj["device_key"]), _b64url_decode(obj["sig"])
+            device_key, signature = b64url_decode(obj["device_key"]), b64url_decode(obj["sig"])
             if device_key is None:
                 raise InvalidReport("envelope 'device_key' must be base64url without padding (43 characters)")
             if signature is None:
@@ -621,8 +297,8 @@ def seal(
     for a malformed argument or a payload over :data:`MAX_PLAINTEXT_BYTES` or ``padded_length``.
     """
     if not isinstance(payload, Mapping):
-        raise InvalidParameter(f"'payload' must be a JSON object (a dict), got {_short(payload)}")
-    _check_version(version)
+        raise InvalidParameter(f"'payload' must be a JSON object (a dict), got {show(payload)}")
+    check_version(version)
     plaintext = canonical_json(payload)
     if len(plaintext) > MAX_PLAINTEXT_BYTES:
         raise InvalidParameter(
@@ -637,7 +313,7 @@ def seal(
     rid = new_report_id() if report_id is None else report_id
     pseudonym = make_pseudonym(device_secret, campaign_id, version)
     info = hpke_info(campaign_id, version, rid, pseudonym)
-    key = _load_public(public_key)
+    key = load_public(public_key)
     try:
         ciphertext = _SUITE.encrypt(plaintext, key, info=info)
     except ValueError as exc:  # a small-order public key gives an all-zero shared secret
@@ -704,7 +380,7 @@ def open_envelope(
             )
     verify_possession(envelope, campaign_id=campaign_id)
     info = hpke_info(campaign_id, envelope.version, envelope.report_id, envelope.pseudonym)
-    key = _load_private(private_key)
+    key = load_private(private_key)
     try:
         plaintext = _SUITE.decrypt(envelope.ciphertext, key, info=info)
     except Exception as exc:  # InvalidTag, or a malformed enc (small-order point): all the same to a client

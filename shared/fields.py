@@ -7,9 +7,11 @@ import math
 import re
 from collections.abc import Mapping
 
-from deniable.shared.envelope import check_public_key as check_key_bytes
-from deniable.shared.envelope import decode_key
 from deniable.shared.errors import InvalidConfig, InvalidParameter
+from deniable.shared.keys import check_public_key as check_key_bytes
+from deniable.shared.keys import decode_key
+from deniable.shared.limits import SLUG_PATTERN
+from deniable.shared.messages import show
 
 __all__ = [
     "MAX_CATEGORIES",
@@ -33,7 +35,6 @@ __all__ = [
     "check_trimmed_labels",
     "check_unicode",
     "plural",
-    "show",
 ]
 
 MAX_CATEGORIES = 4096
@@ -42,7 +43,7 @@ MAX_GROUP_FIELDS = 8
 MAX_GROUP_VALUE_CHARS = 64
 #: Most values ``group_values`` may declare for one group field.
 MAX_GROUP_VALUES = 1000
-SLUG_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+SLUG_RE = re.compile(SLUG_PATTERN.removeprefix("^").removesuffix("$"))
 #: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
 ROUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 #: The longest round label ROUND_RE allows (ASCII only, so as many bytes in canonical JSON).
@@ -55,14 +56,6 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural_form or noun + 's'}"
 
 
-def show(value: object) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 60 else f"a string of {len(value)} characters"
-    if value is None or isinstance(value, bool | int | float):
-        return repr(value)
-    return f"a {type(value).__name__}"
-
-
 def check_unicode(name: str, value: str, error: type[ValueError]) -> None:
     try:
         value.encode("utf-8")
@@ -73,7 +66,7 @@ def check_unicode(name: str, value: str, error: type[ValueError]) -> None:
 def check_slug(name: str, value: object) -> None:
     if not isinstance(value, str) or SLUG_RE.fullmatch(value) is None:
         raise InvalidConfig(
-            f"{name!r} must be a slug matching ^[a-z0-9][a-z0-9-]{{0,63}}$ (lowercase letters, digits, '-'), "
+            f"{name!r} must be a slug matching {SLUG_PATTERN} (lowercase letters, digits, '-'), "
             f"got {show(value)}"
         )
 

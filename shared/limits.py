@@ -74,6 +74,7 @@ __all__ = [
     "RELEASES_PAGE_MAX",
     "RETRY_AFTER_MAX",
     "RETRY_AFTER_MAX_WAIT",
+    "SLUG_PATTERN",
     "STATE_BUSY_TIMEOUT",
     "TIMELINE_BUCKETS",
     "TIMELINE_MAX_BUCKETS",
@@ -91,6 +92,14 @@ MECHANISM_EPSILON: tuple[float, float] = (1e-6, 20.0)
 #: Largest device cap (per campaign) and lifetime ε budget a client accepts: far beyond any sensible budget,
 #: it only stops typos (``--lifetime-budget 1e9``) from disabling the ledger.
 DEVICE_BUDGET_MAX = 1000.0
+
+
+# -- names ------------------------------------------------------------------------------------------------
+
+#: A campaign id or group field: 1-64 characters from a-z, 0-9 and '-', starting with a letter or digit. Ids
+#: appear in URLs, file names and the HPKE info string (length-prefixed in one byte), so they are ASCII,
+#: lowercase (no two ids differing only in case) and at most 64 characters.
+SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,63}$"
 
 
 # -- the device's outbox ----------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from deniable.shared import blindrsa
-from deniable.shared.envelope import _b64url_decode, _b64url_encode  # one base64url codec for the wire
+from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 
 __all__ = [
@@ -49,8 +49,6 @@ __all__ = [
     "Admission",
     "Token",
     "TokenRequest",
-    "b64url_decode",
-    "b64url_encode",
     "challenge_digest",
     "load_public_key",
     "public_key_text",
@@ -70,17 +68,6 @@ TOKEN_BYTES = _INPUT_BYTES + _NK
 TOKEN_REQUEST_BYTES = 2 + 1 + _NK
 #: Most tokens one account may be granted per campaign (the descriptor's ``tokens_per_account``).
 MAX_TOKENS_PER_ACCOUNT = 10_000
-
-
-def b64url_encode(raw: bytes) -> str:
-    """base64url without padding (the envelope's encoding)."""
-    return _b64url_encode(raw)
-
-
-def b64url_decode(text: object, *, length: int | None = None) -> bytes | None:
-    """Strict, canonical base64url without padding (of ``length`` bytes if given), else ``None``."""
-    raw = _b64url_decode(text)
-    return None if raw is None or (length is not None and len(raw) != length) else raw
 
 
 def public_key_text(key: rsa.RSAPublicKey) -> str:

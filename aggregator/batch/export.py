@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from deniable.aggregator.batch.columns import arrow_fields, to_columns
 from deniable.aggregator.service import config_of
 from deniable.aggregator.store import Store
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 
 __all__ = ["EXPORT_FORMAT", "ExportSummary", "export_campaign", "group_column", "read_manifest", "schema_of"]

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from deniable.aggregator.batch.columns import to_simulated
 from deniable.aggregator.batch.export import group_column
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Mechanism, OLHReports
 

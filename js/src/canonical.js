@@ -1,5 +1,5 @@
 /**
- * Canonical JSON (RFC 8785, JCS) and the descriptor's pinned fingerprint, as `deniable.shared.envelope.
+ * Canonical JSON (RFC 8785, JCS) and the descriptor's pinned fingerprint, as `deniable.shared.
  * canonical_json` and `CampaignConfig.pinned_fingerprint` compute them (docs/wire-format.md §1, §3.1).
  *
  * Keys are sorted by code point, as Python's `sorted` does (the same as JCS's UTF-16 order for every key

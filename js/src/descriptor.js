@@ -1,5 +1,5 @@
 /**
- * The campaign descriptor: validated with the rules of `deniable.shared.campaign.CampaignConfig.from_json`
+ * The campaign descriptor: validated with the rules of `deniable.shared.descriptor.CampaignConfig.from_json`
  * (the same checks, in the same order, with the same error codes and, for every rule, the same message as
  * the Python client), pinned by its fingerprint, and measured for padding (docs/wire-format.md §3, §7.1).
  *

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import OLHReport
 from deniable.shared.tokens import Token
 

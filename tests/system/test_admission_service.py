@@ -18,9 +18,10 @@ from support.server import RunningServer
 
 from deniable.aggregator.store import Store
 from deniable.client import AdmissionTokenRequired, Client, InvalidConfig
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.base64url import b64url_decode
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import seal
-from deniable.shared.tokens import Token, TokenRequest, b64url_decode
+from deniable.shared.tokens import Token, TokenRequest
 
 CATEGORIES = ["no", "yes", "unsure"]
 PSS48 = padding.PSS(mgf=padding.MGF1(hashes.SHA384()), salt_length=48)

@@ -10,8 +10,8 @@ from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
 from deniable.aggregator.keyring import load_private_key
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import public_key_of
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import public_key_of
 from deniable.shared.mechanisms import choose_mechanism
 
 

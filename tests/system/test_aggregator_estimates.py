@@ -10,7 +10,7 @@ import pytest
 from support.reports import device_reports, seal_reports, simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms.estimate import score_interval
 
 N = 3000

@@ -11,7 +11,7 @@ import pytest
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 CATEGORIES = ["a", "b", "c", "d"]
 

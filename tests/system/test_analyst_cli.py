@@ -168,7 +168,7 @@ def test_estimate_table_says_why_a_tiny_n_leaves_the_unit_range(server: RunningS
     """n = 2, both 'yes': the unbiased shares are −58% and 158%; the table keeps them and says why."""
     from support.reports import seal_reports
 
-    from deniable.shared.campaign import CampaignConfig
+    from deniable.shared.descriptor import CampaignConfig
 
     created = server.create_campaign(id="cli-tiny", question="q?", categories=["no", "yes"], epsilon=1.0)
     upload(server, "cli-tiny", seal_reports(CampaignConfig.from_json(created), [1, 1], rng=np.random.default_rng(2)))

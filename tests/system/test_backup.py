@@ -30,7 +30,7 @@ from deniable.aggregator import backup as backup_module
 from deniable.aggregator.backup import BackupError, backup_data_dir, restore_data_dir
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.store import Store
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,7 +24,7 @@ from deniable.aggregator.batch.export import export_campaign
 from deniable.aggregator.batch.kernel import Condition, Plan, tally_table
 from deniable.aggregator.batch.run import local_client, parse_condition, run_batch
 from deniable.aggregator.store import Store
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Tally
 

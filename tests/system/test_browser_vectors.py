@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, Envelope, open_envelope
 
 VECTORS = Path(__file__).parents[1] / "vectors"

@@ -15,9 +15,9 @@ from support.server import RunningServer
 from deniable.aggregator import estimates
 from deniable.aggregator.store import Store
 from deniable.client import InvalidConfig, simulate_fleet
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import generate_keypair
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
+from deniable.shared.keys import generate_keypair
 
 CATEGORIES = ["no", "yes"]
 #: The declared regions: "west" is declared but nobody in the tests' data lives there.

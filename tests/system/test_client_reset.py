@@ -24,9 +24,9 @@ from support.server import RunningServer
 from deniable.client import Client
 from deniable.client.memo import one_shot_answer
 from deniable.client.state import DB_FILE, SECRET_FILE, DeviceState
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import public_key_of
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import DeniableError, LedgerLost
+from deniable.shared.keys import public_key_of
 
 
 def _lose_ledger(state_dir: Path) -> None:

@@ -37,15 +37,9 @@ from hypothesis import strategies as st
 from support.reports import simulate_envelopes
 from support.server import RunningServer
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import (
-    Envelope,
-    device_signing_key,
-    hpke_info,
-    new_report_id,
-    pseudonym_of_key,
-    signed_message,
-)
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import Envelope, hpke_info, signed_message
+from deniable.shared.ids import device_signing_key, new_report_id, pseudonym_of_key
 
 SCALE = max(1, int(os.environ.get("DENIABLE_FUZZ_EXAMPLES", "25")) // 25)
 CAMPAIGN = "bodies"

@@ -20,8 +20,8 @@ from support.server import RunningServer
 
 from deniable.aggregator import estimates
 from deniable.aggregator.store import ReportRow, Store
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import encode_key, generate_keypair
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import encode_key, generate_keypair
 
 CAP = 5
 

@@ -26,7 +26,7 @@ from deniable.aggregator.service import Service
 from deniable.client import Client
 from deniable.client.secret_file import write_secret_file
 from deniable.client.state import SECRET_FILE, DeviceState
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignKeyUnavailable
 
 # ------------------------------------------------------------------------------------------ durability

@@ -21,7 +21,7 @@ from support.server import RunningServer
 from deniable.aggregator.store import Store
 from deniable.client import Client
 from deniable.client.transport import HTTPTransport, Response, TransportError
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import PROOF_FAILED, Envelope, hpke_info, seal, signed_message
 
 

@@ -45,7 +45,7 @@ from deniable.aggregator.app import DATABASE_NAME
 from deniable.aggregator.keyring import load_private_key
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, TransportError
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
 
 SEED = 20261129

@@ -25,7 +25,7 @@ import requests
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 THREADS = 8
 

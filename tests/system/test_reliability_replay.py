@@ -28,9 +28,11 @@ from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
 from deniable.aggregator.keyring import load_private_key
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import Envelope, canonical_json, make_pseudonym, new_report_id, open_envelope, seal
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import Envelope, open_envelope, seal
 from deniable.shared.errors import InvalidReport
+from deniable.shared.ids import make_pseudonym, new_report_id
 
 REPORTS = "/api/v1/campaigns/{}/reports"
 

@@ -23,8 +23,9 @@ from deniable.client import Client, simulate_fleet
 from deniable.client.memo import permanent_response, round_report_id
 from deniable.client.report import seal_answer
 from deniable.client.state import DB_FILE
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import Envelope, canonical_json, open_envelope, seal
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import Envelope, open_envelope, seal
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 
 CATEGORIES = ["red", "green", "blue", "grey"]

@@ -19,18 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from deniable.aggregator.issuer import Issuer
 from deniable.shared import blindrsa
+from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.mechanisms import GRR, Tally
-from deniable.shared.tokens import (
-    TOKEN_BYTES,
-    Admission,
-    Token,
-    TokenRequest,
-    b64url_decode,
-    b64url_encode,
-    public_key_text,
-    token_input,
-)
+from deniable.shared.tokens import TOKEN_BYTES, Admission, Token, TokenRequest, public_key_text, token_input
 
 VECTORS = Path(__file__).parents[1] / "vectors" / "admission-tokens-v1.json"
 CAMPAIGN = "tokens-unit"

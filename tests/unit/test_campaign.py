@@ -13,16 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deniable.shared.campaign import MAX_CATEGORIES, CampaignConfig
-from deniable.shared.envelope import (
-    FORMAT_VERSION,
-    SUITE_ID,
-    canonical_json,
-    encode_key,
-    generate_keypair,
-    open_envelope,
-)
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import MAX_CATEGORIES, CampaignConfig
+from deniable.shared.envelope import open_envelope
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.formats import FORMAT_VERSION, SUITE_ID
+from deniable.shared.keys import encode_key, generate_keypair
 from deniable.shared.mechanisms import OLH, OUE, BinaryRR, OLHReport, choose_mechanism
 
 PRIVATE, PUBLIC = generate_keypair()
@@ -522,15 +518,20 @@ def test_config_pickles_and_copies_through_its_wire_form() -> None:
 
 
 def test_public_names_are_pinned() -> None:
-    from deniable.shared import campaign
+    from deniable.shared import descriptor as campaign
 
     assert sorted(campaign.__all__) == [
         "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
         "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
-        "MAX_QUESTION_CHARS", "MIN_EPSILON", "Payload",
+        "MAX_QUESTION_CHARS", "MIN_EPSILON",
         "STATUSES", "TRUST_MODELS",
     ]  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
+    from deniable.shared import payload
+
+    assert sorted(payload.__all__) == [
+        "Payload", "check_groups", "decode_payload", "make_payload", "padded_length", "seal_payload",
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- declared group values

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from deniable.client import BudgetExceeded, Client, InvalidParameter, Response
 from deniable.client.ledger import check_budget
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import encode_key, generate_keypair
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import encode_key, generate_keypair
 
 _PUBLIC = encode_key(generate_keypair()[1])
 

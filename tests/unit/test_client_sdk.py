@@ -288,7 +288,7 @@ class Tamper:
     [
         (lambda c: c.update(epsilon=3.0), "epsilon 1.0 -> 3.0"),
         (lambda c: c.update(categories=["no", "yes"]), "categories changed"),
-        (lambda c: c.update(mechanism="grr"), "mechanism \"binary-rr\" -> \"grr\""),
+        (lambda c: c.update(mechanism="grr"), "mechanism 'binary-rr' -> 'grr'"),
         (lambda c: c.update(public_key="mnhMK2NhfzQ8JmiaUGmcXzDEDtgsNT4HhjtXPdF6wEM"), "public_key"),
     ],
 )

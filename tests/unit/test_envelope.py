@@ -17,25 +17,22 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deniable.shared import base64url, formats, ids, keys, messages
+from deniable.shared import canonical_json as canonical_json_module
 from deniable.shared import envelope as env
+from deniable.shared.canonical_json import canonical_json
 from deniable.shared.envelope import (
     MAX_CIPHERTEXT_BYTES,
     MAX_PLAINTEXT_BYTES,
     MIN_CIPHERTEXT_BYTES,
     Envelope,
-    canonical_json,
-    check_public_key,
-    decode_key,
-    encode_key,
-    generate_keypair,
     hpke_info,
-    make_pseudonym,
-    new_report_id,
     open_envelope,
-    public_key_of,
     seal,
 )
 from deniable.shared.errors import InvalidParameter, InvalidReport
+from deniable.shared.ids import make_pseudonym, new_report_id
+from deniable.shared.keys import check_public_key, decode_key, encode_key, generate_keypair, public_key_of
 
 PRIVATE, PUBLIC = generate_keypair()
 SECRET = b"\x01" * 32
@@ -424,15 +421,31 @@ def test_random_ciphertexts_are_rejected_as_invalid_reports(ct: bytes, rid: str)
 
 def test_public_names_are_pinned() -> None:
     assert sorted(env.__all__) == [
-        "DEVICE_KEY_BYTES", "DEVICE_KEY_LABEL", "DEVICE_SECRET_BYTES", "ENC_BYTES", "Envelope", "FORMAT_VERSION",
-        "INFO_LABEL", "MAX_CIPHERTEXT_BYTES", "MAX_PLAINTEXT_BYTES", "MIN_CIPHERTEXT_BYTES", "PROOF_FAILED",
-        "PSEUDONYM_LABEL", "PSEUDONYM_LABEL_V2", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "SUITE_ID",
-        "SUPPORTED_VERSIONS", "TAG_BYTES", "canonical_json", "check_public_key", "decode_key", "device_public_key",
-        "device_signing_key", "encode_key", "generate_keypair", "hpke_info", "make_pseudonym", "new_report_id",
-        "open_envelope", "pad_plaintext", "parse_json", "parse_json_object", "pseudonym_of_key", "public_key_of",
-        "seal", "signed_message", "unpad_plaintext", "verify_possession",
+        "ENC_BYTES", "Envelope", "INFO_LABEL", "MAX_CIPHERTEXT_BYTES", "MAX_PLAINTEXT_BYTES", "MIN_CIPHERTEXT_BYTES",
+        "PROOF_FAILED", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "TAG_BYTES", "hpke_info", "open_envelope",
+        "pad_plaintext", "seal", "signed_message", "unpad_plaintext", "verify_possession",
     ]  # fmt: skip
     assert all(hasattr(env, name) for name in env.__all__)
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        (canonical_json_module, ["canonical_json", "parse_json", "parse_json_object"]),
+        (formats, ["FORMAT_VERSION", "SUITE_ID", "SUPPORTED_VERSIONS", "check_version"]),
+        (base64url, ["b64url_decode", "b64url_encode"]),
+        (messages, ["SHOWN_CHARS", "show"]),
+        (keys, ["KEY_BYTES", "check_public_key", "decode_key", "encode_key", "generate_keypair", "load_private",
+                "load_public", "public_key_of"]),
+        (ids, ["DEVICE_KEY_BYTES", "DEVICE_KEY_LABEL", "DEVICE_SECRET_BYTES", "PSEUDONYM_LABEL", "PSEUDONYM_LABEL_V2",
+               "check_campaign_id", "check_device_secret", "check_pseudonym", "check_report_id", "device_public_key",
+               "device_signing_key", "make_pseudonym", "new_report_id", "pseudonym_of_key"]),
+    ],
+    ids=lambda m: getattr(m, "__name__", ""),
+)
+def test_the_wire_modules_public_names_are_pinned(module: object, names: list[str]) -> None:
+    assert sorted(module.__all__) == names  # type: ignore[attr-defined]
+    assert all(hasattr(module, name) for name in names)
 
 
 def test_open_accepts_a_loaded_private_key() -> None:

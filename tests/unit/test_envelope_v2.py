@@ -14,23 +14,21 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import (
     ENC_BYTES,
-    FORMAT_VERSION,
     PROOF_FAILED,
     TAG_BYTES,
     Envelope,
-    device_public_key,
-    generate_keypair,
     hpke_info,
-    make_pseudonym,
     open_envelope,
-    pseudonym_of_key,
     seal,
     signed_message,
 )
 from deniable.shared.errors import InvalidParameter, InvalidReport
+from deniable.shared.formats import FORMAT_VERSION
+from deniable.shared.ids import device_public_key, make_pseudonym, pseudonym_of_key
+from deniable.shared.keys import generate_keypair
 from deniable.shared.mechanisms import OLHReport
 
 PRIVATE, PUBLIC = generate_keypair()

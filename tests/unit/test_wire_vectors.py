@@ -21,21 +21,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import (
-    FORMAT_VERSION,
-    PROOF_FAILED,
-    SUITE_ID,
-    SUPPORTED_VERSIONS,
-    Envelope,
-    canonical_json,
-    decode_key,
-    hpke_info,
-    make_pseudonym,
-    open_envelope,
-    public_key_of,
-)
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import PROOF_FAILED, Envelope, hpke_info, open_envelope
 from deniable.shared.errors import InvalidReport
+from deniable.shared.formats import FORMAT_VERSION, SUITE_ID, SUPPORTED_VERSIONS
+from deniable.shared.ids import make_pseudonym
+from deniable.shared.keys import decode_key, public_key_of
 from deniable.shared.mechanisms import olh_hash
 
 

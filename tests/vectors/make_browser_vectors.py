@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from deniable.client.memo import answer_tag, one_shot_answer, permanent_response, round_report_id
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import canonical_json, device_public_key, make_pseudonym
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import DeniableError
+from deniable.shared.ids import device_public_key, make_pseudonym
 
 HERE = Path(__file__).parent
 OUT = HERE / "browser-v1.json"

@@ -31,8 +31,8 @@ import numpy as np
 
 from deniable.client.drbg import HmacDrbg
 from deniable.shared import sampling
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import canonical_json
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
 
 OUT = Path(__file__).with_name("device-v1.json")
 PUBLIC_KEY = bytes.fromhex("def07c42c7a2f4ece24b457057d2353b1f52c04b8444d9bc88039e632b2e2a0f")

@@ -20,23 +20,12 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import (
-    FORMAT_VERSION,
-    SUITE_ID,
-    Envelope,
-    canonical_json,
-    device_signing_key,
-    encode_key,
-    generate_keypair,
-    hpke_info,
-    make_pseudonym,
-    new_report_id,
-    pad_plaintext,
-    pseudonym_of_key,
-    seal,
-    signed_message,
-)
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import Envelope, hpke_info, pad_plaintext, seal, signed_message
+from deniable.shared.formats import FORMAT_VERSION, SUITE_ID
+from deniable.shared.ids import device_signing_key, make_pseudonym, new_report_id, pseudonym_of_key
+from deniable.shared.keys import encode_key, generate_keypair
 from deniable.shared.mechanisms import olh_hash
 
 OUT = Path(__file__).with_name(f"wire-v{FORMAT_VERSION}.json")

@@ -43,25 +43,17 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
+from deniable.shared import payload as payload_codec
 from deniable.shared.accounting import Budget
-from deniable.shared.envelope import (
-    FORMAT_VERSION,
-    SUITE_ID,
-    SUPPORTED_VERSIONS,
-    Envelope,
-    canonical_json,
-    decode_key,
-    encode_key,
-    seal,
-)
-from deniable.shared.errors import DeniableError, InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.envelope import Envelope
+from deniable.shared.errors import InvalidConfig, InvalidParameter
 from deniable.shared.fields import (
     MAX_CATEGORIES,
     MAX_CATEGORY_CHARS,
     MAX_GROUP_FIELDS,
     MAX_GROUP_VALUE_CHARS,
     MAX_GROUP_VALUES,
-    MAX_ROUND_CHARS,
     check_categories,
     check_choice,
     check_group_fields,
@@ -70,16 +62,17 @@ from deniable.shared.fields import (
     check_params,
     check_public_key,
     check_recurring,
-    check_round,
     check_slug,
     check_text,
     check_trimmed_labels,
-    check_unicode,
-    show,
 )
+from deniable.shared.formats import FORMAT_VERSION, SUITE_ID, SUPPORTED_VERSIONS
+from deniable.shared.keys import decode_key, encode_key
 from deniable.shared.limits import CAMPAIGN_EPSILON, CENTRAL_DELTA_RANGE, MAX_GROUP_SIZE, MAX_RHO, check_range
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
-from deniable.shared.tokens import TOKEN_BYTES, Admission, Token, b64url_encode
+from deniable.shared.messages import show
+from deniable.shared.payload import Payload
+from deniable.shared.tokens import Admission, Token
 
 __all__ = [
     "ADJACENCIES",
@@ -97,7 +90,6 @@ __all__ = [
     "STATUSES",
     "TRUST_MODELS",
     "CampaignConfig",
-    "Payload",
 ]
 
 LOCAL_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
@@ -136,9 +128,6 @@ _OPTIONAL_KEYS = frozenset(
 #: Central-only keys that appear in the JSON only when set (descriptors without them keep their fingerprint).
 _CENTRAL_OPTIONAL = ("delta", "budget_delta", "budget_rho", "group_size")
 _UNPINNED_KEYS = frozenset({"status"})
-#: The JSON type of each mechanism's wire report (``docs/wire-format.md``).
-_WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
-_JSON_NAMES: dict[type, str] = {int: "integer", str: "string of hex digits", dict: "object"}
 
 
 @dataclass(frozen=True)
@@ -507,58 +496,27 @@ class CampaignConfig:
 
     @cached_property
     def padded_length(self) -> int | None:
-        """The byte length every version-2 plaintext of this campaign is padded to (None in version 1).
+        """The byte length every version-2 plaintext of this campaign is padded to (None in version 1);
+        see :func:`deniable.shared.payload.padded_length`. Computed once per descriptor."""
+        return payload_codec.padded_length(self)
 
-        The canonical JSON of the widest payload the descriptor allows: the widest report of the mechanism
-        (local) or the largest index (central), for each group field its longest declared value or, when
-        none is declared, a value of the maximum length in the characters whose JSON escape is longest
-        (``\\u0001``: 6 bytes), the longest round label (recurring) and the admission token (which has one
-        length). Canonical JSON of an object is the
-        sum of its parts, so no payload of this campaign is longer, and every envelope of the campaign
-        has ``48 + padded_length`` bytes of ciphertext (``docs/wire-format.md`` §7.1).
-        """
-        if self.format_version < 2:
-            return None
-        groups = {}
-        for name in self.group_fields:
-            declared = self.group_values.get(name)
-            if declared:
-                groups[name] = max(declared, key=lambda v: len(canonical_json(v)))
-            else:
-                groups[name] = "\x01" * MAX_GROUP_VALUE_CHARS
-        widest: dict[str, Any]
-        if self.trust_model == "central":
-            widest = {"value": self.k - 1, "groups": groups}
-        else:
-            mechanism = self.build_mechanism()
-            widest = {"report": mechanism.encode_report(mechanism.widest_report()), "groups": groups}
-            if self.recurring:
-                widest["round"] = "a" * MAX_ROUND_CHARS
-        if self.admission is not None:  # every token has the same length
-            widest["token"] = "A" * len(b64url_encode(bytes(TOKEN_BYTES)))
-        return len(canonical_json(widest))
+    @cached_property
+    def declared_group_values(self) -> dict[str, frozenset[str]]:
+        """Each group field with declared values, as a set (the payload codec's membership test)."""
+        return {name: frozenset(values) for name, values in self.group_values.items()}
+
+    # -- the payload codec (deniable.shared.payload), as methods of the descriptor it checks against ------
 
     def seal(self, payload: Mapping[str, Any], *, device_secret: bytes, report_id: str | None = None,
              public_key: bytes | None = None) -> Envelope:  # fmt: skip
-        """Seal ``payload`` (from :meth:`make_payload`) for this campaign in its format version.
-
-        Padded to :attr:`padded_length` and signed with the device's campaign key (version 2), under the
-        descriptor's public key unless ``public_key`` is given. Raises ``InvalidParameter``.
-        """
-        return seal(
-            payload,
-            campaign_id=self.id,
-            public_key=self.public_key_bytes if public_key is None else public_key,
-            device_secret=device_secret,
-            padded_length=self.padded_length,
-            report_id=report_id,
-            version=self.format_version,
+        """Seal ``payload`` for this campaign (:func:`deniable.shared.payload.seal_payload`)."""
+        return payload_codec.seal_payload(
+            self, payload, device_secret=device_secret, report_id=report_id, public_key=public_key
         )
 
     def check_groups(self, groups: Mapping[str, str] | None) -> dict[str, str]:
-        """``groups`` (None: no groups) checked against the campaign's group fields and declared values;
-        raises ``InvalidParameter``."""
-        return self._check_groups({} if groups is None else groups, InvalidParameter)
+        """``groups`` checked against this campaign (:func:`deniable.shared.payload.check_groups`)."""
+        return payload_codec.check_groups(self, groups)
 
     def make_payload(
         self,
@@ -567,145 +525,17 @@ class CampaignConfig:
         round: str | None = None,
         token: Token | None = None,
     ) -> dict[str, Any]:
-        """The plaintext of one envelope.
-
-        Local: ``report_or_value`` is the device report from ``build_mechanism().randomize(index)`` and the
-        payload is ``{"report": encode_report(report), "groups": groups}``, plus ``"round": round`` for a
-        recurring campaign (required there, forbidden elsewhere). Central: it is the category index and the
-        payload is ``{"value": index, "groups": groups}``. A campaign with ``admission`` needs ``token`` (one
-        admission token, spent by this report): ``"token": token.text``. Raises ``InvalidParameter``.
-        """
-        checked = self._check_groups({} if groups is None else groups, InvalidParameter)
-        self._check_round_presence(round is not None, InvalidParameter)
-        if (token is None) != (self.admission is None):
-            raise InvalidParameter(
-                f"campaign '{self.id}' requires an admission token with every report: obtain tokens first"
-                if token is None
-                else f"campaign '{self.id}' takes no admission token"
-            )
-        payload: dict[str, Any]
-        if self.trust_model == "central":
-            self._check_index(report_or_value, InvalidParameter)
-            payload = {"value": report_or_value, "groups": checked}
-        else:
-            payload = {"report": self.build_mechanism().encode_report(report_or_value), "groups": checked}
-        if round is not None:
-            payload["round"] = check_round(round, InvalidParameter)
-        if token is not None:
-            payload["token"] = token.text
-        return payload
+        """The plaintext of one envelope (:func:`deniable.shared.payload.make_payload`)."""
+        return payload_codec.make_payload(self, report_or_value, groups, round, token)
 
     def decode_payload(self, payload: object) -> tuple[Any, dict[str, str]]:
-        """Validate a decrypted payload against this campaign: ``(report or value, groups)``.
-
-        The same checks as :meth:`decode`, which also returns the round of a recurring campaign's payload.
-        """
-        decoded = self.decode(payload)
+        """``(report or value, groups)`` of a decrypted payload: the checks of :meth:`decode`."""
+        decoded = payload_codec.decode_payload(self, payload)
         return decoded.value, decoded.groups
 
     def decode(self, payload: object) -> Payload:
-        """Validate a decrypted payload against this campaign: its report or value, groups and round.
-
-        Local: the report is decoded with the mechanism (outside its report space → ``InvalidReport``).
-        Central: the value must be an integer index in ``[0, k)``. Groups must be exactly the campaign's
-        group fields with string values of 1..64 characters, among the field's declared ``group_values``
-        when it has them. ``round`` is required for a recurring campaign and forbidden otherwise. Raises
-        ``InvalidReport`` and nothing else.
-        """
-        key = "value" if self.trust_model == "central" else "report"
-        keys = {key, "groups", "round"} if self.recurring else {key, "groups"}
-        expected = f"{key!r}, 'groups' and 'round'" if self.recurring else f"{key!r} and 'groups'"
-        if self.admission is not None:
-            keys.add("token")
-            expected = expected.replace(" and ", ", ") + " and 'token'"
-        if isinstance(payload, dict) and set(payload) - {"round"} == keys - {"round"}:
-            self._check_round_presence("round" in payload, InvalidReport)
-        if not isinstance(payload, dict) or set(payload) != keys:
-            shown = sorted(map(str, payload)) if isinstance(payload, dict) else show(payload)
-            raise InvalidReport(
-                f"the payload of a {self.trust_model} campaign must be an object with exactly the keys "
-                f"{expected}, got {shown}"
-            )
-        groups = self._check_groups(payload["groups"], InvalidReport)
-        round_ = check_round(payload["round"], InvalidReport) if self.recurring else None
-        token = Token.parse(payload["token"]) if self.admission is not None else None
-        if self.trust_model == "central":
-            return Payload(self._check_index(payload["value"], InvalidReport), groups, None, token)
-        wire = payload["report"]
-        wire_type = _WIRE_TYPES[self.mechanism]
-        if isinstance(wire, bool) or not isinstance(wire, wire_type):
-            raise InvalidReport(
-                f"a {self.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, got {show(wire)}"
-            )
-        try:
-            report = self.build_mechanism().decode_report(wire)
-        except InvalidReport:
-            raise
-        except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            raise InvalidReport(f"the report is not a valid {self.mechanism} report: {exc}") from exc
-        return Payload(report, groups, round_, token)
-
-    def _check_round_presence(self, present: bool, error: type[ValueError]) -> None:
-        if self.recurring and not present:
-            raise error(
-                f"campaign '{self.id}' is recurring: 'round' is required, a label such as '2026-11-29' "
-                "naming the collection round the answer belongs to"
-            )
-        if present and not self.recurring:
-            raise error(f"campaign '{self.id}' is not recurring: 'round' is not allowed in its payload")
-
-    def _check_index(self, value: object, error: type[ValueError]) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.k:
-            raise error(f"'value' must be a category index in [0, {self.k}), got {show(value)}")
-        return value
-
-    def _check_groups(self, groups: object, error: type[ValueError]) -> dict[str, str]:
-        if not isinstance(groups, Mapping):
-            raise error(f"'groups' must be an object mapping group fields to strings, got {show(groups)}")
-        expected = set(self.group_fields)
-        if set(groups) != expected:
-            missing = sorted(expected - set(groups))
-            extra = sorted(show(k) for k in set(groups) - expected)
-            raise error(
-                f"'groups' must have exactly the group fields of campaign '{self.id}' "
-                f"({', '.join(map(repr, self.group_fields)) or 'none'}): "
-                + "; ".join(
-                    ([f"missing {', '.join(map(repr, missing))}"] if missing else [])
-                    + ([f"unexpected {', '.join(extra[:5])}"] if extra else [])
-                )
-            )
-        for name, value in groups.items():
-            if not isinstance(value, str) or not 1 <= len(value) <= MAX_GROUP_VALUE_CHARS:
-                raise error(
-                    f"group '{name}' must be a string of 1..{MAX_GROUP_VALUE_CHARS} characters, "
-                    f"got {show(value)}"
-                )
-            check_unicode(f"group '{name}'", value, error)
-            declared = self._declared.get(name)
-            if declared is not None and value not in declared:
-                raise error(
-                    f"group '{name}' has the value {show(value)}, which campaign '{self.id}' does not "
-                    f"declare; its group_values for '{name}' are "
-                    + ", ".join(repr(v) for v in self.group_values[name][:10])
-                    + (f", ... ({len(declared)} values)" if len(declared) > 10 else "")
-                )
-        return dict(groups)
-
-    @cached_property
-    def _declared(self) -> dict[str, frozenset[str]]:
-        return {name: frozenset(values) for name, values in self.group_values.items()}
-
-
-@dataclass(frozen=True)
-class Payload:
-    """A validated payload: the decoded report (local) or category index (central), the groups, the
-    round label (recurring campaigns only, else None) and the admission token (campaigns with admission
-    only; parsed, not yet verified)."""
-
-    value: Any
-    groups: dict[str, str]
-    round: str | None
-    token: Token | None = None
+        """Validate a decrypted payload (:func:`deniable.shared.payload.decode_payload`); ``InvalidReport``."""
+        return payload_codec.decode_payload(self, payload)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
