@@ -41,16 +41,11 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from deniable.aggregator.central import (
-    _ExactNoiseEstimate,
-    noise_pmf,
-    noise_scale,
-    noise_variance,
-    sample_noise,
-)
+from deniable.aggregator.central import _ExactNoiseEstimate
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms.estimate import normal_quantile
 from deniable.shared.mechanisms.mean import NumberRange
+from deniable.shared.noise import noise_pmf, noise_scale, noise_variance, sample_noise
 from deniable.shared.sampling import RandBelow
 
 __all__ = [
