@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import MECHANISMS, OLH, Mechanism, OLHReports, mechanism_from_name, olh_hash
+from deniable.shared.mechanisms.mean import MEAN_MECHANISMS, MeanMechanism, mean_mechanism_from_name
+from deniable.shared.mechanisms.sets import SET_MECHANISMS, SetMechanism, set_mechanism_from_name
 from deniable.shared.sampling import seeded_randbelow
 
 if TYPE_CHECKING:
@@ -74,12 +76,17 @@ __all__ = [
     "central_neighbours",
     "clopper_pearson",
     "local_neighbours",
+    "number_neighbours",
     "register",
+    "set_neighbours",
     "subsample_neighbours",
+    "worst_set_pair",
 ]
 
 #: Names ``deniable audit --mechanism`` accepts.
-AUDITABLE: tuple[str, ...] = (*MECHANISMS, "discrete-laplace", "laplace", "subsample", "gaussian")
+AUDITABLE: tuple[str, ...] = (
+    *MECHANISMS, *MEAN_MECHANISMS, *SET_MECHANISMS, "discrete-laplace", "laplace", "subsample", "gaussian",
+)
 
 #: Most prefixes of the ranked outcomes the event search evaluates (beta quantiles are costly).
 _MAX_CUTS = 1024
@@ -342,6 +349,88 @@ def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = No
     return Neighbours(f"{mechanism.name}(k={mechanism.k})", claim, sample, describe)
 
 
+def number_neighbours(
+    mechanism: MeanMechanism, *, claimed_epsilon: float | None = None, exact: bool = False
+) -> Neighbours:
+    """A number question's randomizer (Duchi, Piecewise, Hybrid) on the two ends of its range, grid
+    indices 0 and ``steps`` (x = −1 and x = +1: the pair whose likelihood ratio is largest, since every
+    report's probability is affine or piecewise affine in x); outcome codes are the reports themselves.
+    ``exact=True`` runs the device's ``randomize``."""
+    import numpy as np
+
+    ends = (0, mechanism.steps)
+
+    def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
+        j = ends[which]
+        if exact:
+            randbelow = seeded_randbelow(rng)
+            result: IntArray = np.fromiter((mechanism.randomize(j, randbelow=randbelow) for _ in range(size)),
+                                           np.int64, size)  # fmt: skip
+            return result
+        drawn: IntArray = np.asarray(mechanism.simulate(np.full(size, j, dtype=np.int64), rng=rng), dtype=np.int64)
+        return drawn
+
+    def describe(code: int) -> str:
+        return f"report {code} (t = {float(mechanism.value_of_report(code)):.4g})"
+
+    claim = mechanism.epsilon if claimed_epsilon is None else claimed_epsilon
+    return Neighbours(f"{mechanism.name}(steps={mechanism.steps})", claim, sample, describe)
+
+
+def worst_set_pair(mechanism: SetMechanism) -> tuple[frozenset[int], frozenset[int]]:
+    """The pair of answers with the largest exact privacy loss among ∅ against the first m options, one
+    option against another, and (when 2m ≤ k) the first m options against the next m, by enumerating
+    every report with exact rationals."""
+    m, k = mechanism.m, mechanism.k
+    first = frozenset(range(m))
+    pairs = [(frozenset(), first), (frozenset({0}), frozenset({1 % k}))]
+    if 2 * m <= k:
+        pairs.append((first, frozenset(range(m, 2 * m))))
+
+    def loss(pair: tuple[frozenset[int], frozenset[int]]) -> float:
+        worst = 0.0
+        for report in mechanism.reports():
+            a, b = (mechanism.output_probability(side, report) for side in pair)
+            if a != b:
+                worst = max(worst, abs(math.log(a) - math.log(b)) if a and b else math.inf)
+        return worst
+
+    return max(pairs, key=loss)
+
+
+def set_neighbours(
+    mechanism: SetMechanism, *, claimed_epsilon: float | None = None, exact: bool = False
+) -> Neighbours:
+    """A multi-select question's randomizer (BitVector, Padding) on its worst pair of answers
+    (:func:`worst_set_pair`); outcome codes are the reports (a bit mask for BitVector, the reported
+    symbol for Padding). ``exact=True`` runs the device's ``randomize``."""
+    import numpy as np
+
+    pair = worst_set_pair(mechanism)
+
+    def sample(which: int, size: int, rng: np.random.Generator) -> IntArray:
+        chosen = pair[which]
+        if exact:
+            randbelow = seeded_randbelow(rng)
+            result: IntArray = np.fromiter((mechanism.randomize(chosen, randbelow=randbelow) for _ in range(size)),
+                                           np.int64, size)  # fmt: skip
+            return result
+        matrix = np.zeros((size, mechanism.k), dtype=bool)
+        matrix[:, sorted(chosen)] = True
+        reports = np.asarray(mechanism.simulate(matrix, rng=rng))
+        if reports.ndim == 2:  # one boolean column per option: the bit mask
+            reports = reports.astype(np.int64) @ (1 << np.arange(mechanism.k, dtype=np.int64))
+        coded: IntArray = reports.astype(np.int64)
+        return coded
+
+    def describe(code: int) -> str:
+        return f"report {mechanism.encode_report(code)!r} (supports {mechanism.support(code)})"
+
+    claim = mechanism.epsilon if claimed_epsilon is None else claimed_epsilon
+    name = f"{mechanism.name}(k={mechanism.k}, m={mechanism.m}; {sorted(pair[0])} vs {sorted(pair[1])})"
+    return Neighbours(name, claim, sample, describe)
+
+
 def central_neighbours(
     epsilon: float, *, noise: str = "discrete-laplace", claimed_epsilon: float | None = None, exact: bool = False
 ) -> Neighbours:
@@ -416,15 +505,24 @@ def audit(
     seed: int | None = 0,
     p: float = 0.1,
     exact: bool = False,
+    m: int = 2,
+    steps: int = 8,
 ) -> AuditResult:
     """Audit a shipped mechanism by name (see :data:`AUDITABLE`) at its claimed ``epsilon``.
 
-    ``k`` is the domain size of local mechanisms (2 for ``binary-rr``); ``p`` the release probability
-    of ``subsample``. ``exact=True`` audits the exact samplers the product runs (local randomizers and the
-    central discrete Laplace), fed from the seeded generator, rather than their vectorized simulations.
+    ``k`` is the domain size of local mechanisms (2 for ``binary-rr``; the options of a multi-select
+    question, ``m`` of them selectable); ``steps`` the grid of a number question (Duchi, Piecewise, Hybrid,
+    audited on the range's two ends); ``p`` the release probability of ``subsample``. ``exact=True``
+    audits the exact samplers the product runs (local randomizers and the central discrete Laplace), fed
+    from the seeded generator, rather than their vectorized simulations.
     """
     if mechanism in ("discrete-laplace", "laplace"):
         target = central_neighbours(epsilon, noise=mechanism, exact=exact)
+    elif mechanism in MEAN_MECHANISMS:
+        number = mean_mechanism_from_name(mechanism, epsilon=epsilon, steps=steps)
+        target = number_neighbours(number, exact=exact)
+    elif mechanism in SET_MECHANISMS:
+        target = set_neighbours(set_mechanism_from_name(mechanism, epsilon=epsilon, k=k, m=m), exact=exact)
     elif mechanism == "subsample":
         target = subsample_neighbours(p, claimed_epsilon=epsilon)
     elif mechanism in MECHANISMS:
@@ -451,7 +549,8 @@ def _run_tradeoff(args: argparse.Namespace) -> int:
             plot = plot_path(args.plot)  # refuse a bad path before sampling
         result = audit_tradeoff(
             args.mechanism, epsilon=args.epsilon, spend=args.spend, delta=args.delta, mu=args.mu, k=args.k,
-            p=args.p, trials=args.trials, confidence=args.confidence, seed=args.seed, exact=args.exact,
+            p=args.p, trials=args.trials, confidence=args.confidence, seed=args.seed, exact=args.exact, m=args.m,
+            steps=args.steps,
         )  # fmt: skip
     except (InvalidParameter, ValueError) as exc:
         print(f"deniable audit: {exc}")
@@ -480,6 +579,8 @@ def _run(args: argparse.Namespace) -> int:
             seed=args.seed,
             p=args.p,
             exact=args.exact,
+            m=args.m,
+            steps=args.steps,
         )
     except InvalidParameter as exc:
         print(f"deniable audit: {exc}")
@@ -499,8 +600,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--mechanism", choices=AUDITABLE, default="grr",
-        help="what to audit: a local randomizer, the central noise of one count, or 'subsample' (Dwork "
+        help="what to audit: a local randomizer (a choice, a number question's duchi/piecewise/hybrid, a "
+        "multi-select question's bitvector/padding), the central noise of one count, or 'subsample' (Dwork "
         "2006, Example 3: each record released with probability --p; not ε-DP for any finite ε)",
+    )
+    parser.add_argument("--m", type=int, default=2, help="options one answer may select (bitvector, padding)")
+    parser.add_argument(
+        "--steps", type=int, default=8, help="grid steps of a number question (duchi, piecewise, hybrid)"
     )
     parser.add_argument("--epsilon", type=float, default=1.0, help="the claimed ε")
     parser.add_argument("--k", type=int, default=4, help="domain size of local mechanisms")

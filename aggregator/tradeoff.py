@@ -12,7 +12,12 @@ For a mechanism M on neighbours D₀, D₁ with laws P = M(D₀), Q = M(D₁):
   Φ(Φ⁻¹(1 − α) − μ).
 
 The exact curve comes from the law where it is known (randomized response, OUE and OLH on their support
-patterns, the discrete Laplace, the discrete Gaussian, Example 3). The **empirical** curve uses the same
+patterns, the discrete Laplace, the lattice Laplace, the discrete Gaussian, Example 3). The lattice Laplace
+(``laplace``, the central sampler for the textbook Laplace: the discrete Laplace on 2^−20·ℤ) is tabulated
+exactly in lattice steps: a count moves by M = 2^20 steps, so with a = e^(−ε/M) per step its loss is ε on
+every output ≤ 0, −ε on every output ≥ M and ε(M − 2y)/M in between; the outputs on each side are merged
+into one code (their loss is constant, so the trade-off curve is unchanged) and the M − 1 outputs between
+are kept one by one. The **empirical** curve uses the same
 tests (the outputs ranked by their exact privacy loss, so no event is fitted to the data and every sample
 measures) and Clopper–Pearson upper limits α_U, β_U at each cut, Bonferroni-corrected over the cuts and
 both directions. The claim is **refuted** when some cut has β_U < f(α_U): with probability ≥ the
@@ -49,6 +54,8 @@ __all__ = [
     "audit_tradeoff",
     "exact_law",
     "gdp_curve",
+    "lattice_laplace_law",
+    "lattice_steps_sampler",
     "law_radius",
     "law_sampler",
     "privacy_curve",
@@ -57,7 +64,14 @@ __all__ = [
 ]
 
 #: Mechanisms whose exact law on two neighbours the view knows.
-TRADEOFF_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh", "discrete-laplace", "gaussian", "subsample")
+TRADEOFF_MECHANISMS: tuple[str, ...] = (
+    "binary-rr", "grr", "oue", "olh", "duchi", "piecewise", "hybrid", "bitvector", "padding",
+    "discrete-laplace", "laplace", "gaussian", "subsample",
+)  # fmt: skip
+
+#: The new question kinds: number (grid index, audited on the range's ends) and multi-select (worst pair).
+_NUMBER = ("duchi", "piecewise", "hybrid")
+_MULTI = ("bitvector", "padding")
 
 #: Most cuts of the ranked outputs the empirical curve is measured at (Bonferroni over them).
 _MAX_CUTS = 64
@@ -155,11 +169,50 @@ def law_radius(mechanism: str, *, epsilon: float, delta: float = 1e-5) -> int:
     return math.ceil(700 / epsilon) + 2
 
 
+def lattice_laplace_law(epsilon: float) -> ExactLaw:
+    """The exact law of the lattice Laplace release of one count (0 on D₀, 1 on D₁), in lattice steps.
+
+    Codes 0 … M (M = 2^20 steps per unit): code 0 is every output ≤ 0, code M every output ≥ M, code y the
+    output y·2^−20. With a = e^(−ε/M) and c = (1−a)/(1+a): P₀(≤ 0) = 1/(1+a), P₀(y) = c·a^y,
+    P₀(≥ M) = a^M/(1+a); P₁ is P₀ mirrored about M/2. The loss is exactly ε, ε(M − 2y)/M and −ε.
+    """
+    import numpy as np
+
+    from deniable.shared.noise import LATTICE_BITS
+
+    steps = 2**LATTICE_BITS
+    log_a = -epsilon / steps
+    a = math.exp(log_a)
+    ys = np.arange(steps + 1)
+    inner = (1 - a) / (1 + a) * np.exp(log_a * ys[1:-1].astype(np.float64))
+    p0 = np.concatenate([[1 / (1 + a)], inner, [a**steps / (1 + a)]])
+    p1 = p0[::-1].copy()
+    losses = epsilon * (steps - 2 * ys.astype(np.float64)) / steps
+    return ExactLaw(f"laplace(count, lattice 2^-{LATTICE_BITS})", ys, p0, p1, losses)
+
+
+def lattice_steps_sampler(
+    sample: Callable[[int, int, np.random.Generator], Any],
+) -> Callable[[int, int, np.random.Generator], Any]:
+    """The audit's lattice-Laplace sampler (outputs in lattice steps) folded onto the codes of
+    :func:`lattice_laplace_law`: outputs ≤ 0 to 0, outputs ≥ M to M."""
+    import numpy as np
+
+    from deniable.shared.noise import LATTICE_BITS
+
+    def folded(which: int, size: int, rng: np.random.Generator) -> Any:
+        return np.clip(np.asarray(sample(which, size, rng)), 0, 2**LATTICE_BITS)
+
+    return folded
+
+
 def exact_law(
-    mechanism: str, *, epsilon: float, k: int = 2, delta: float = 1e-5, p: float = 0.1, radius: int | None = None
+    mechanism: str, *, epsilon: float, k: int = 2, delta: float = 1e-5, p: float = 0.1, radius: int | None = None,
+    m: int = 2, steps: int = 8,
 ) -> ExactLaw:
     """The exact law of a shipped mechanism on the audit's neighbours (see :data:`TRADEOFF_MECHANISMS`);
-    central noise is tabulated on ±``radius`` (default :func:`law_radius`)."""
+    central noise is tabulated on ±``radius`` (default :func:`law_radius`); ``m`` and ``steps`` shape the
+    multi-select and number questions as in :func:`deniable.aggregator.audit.audit`."""  # fmt: skip
     import numpy as np
 
     from deniable.shared.gaussian import calibrate_discrete_gaussian, discrete_gaussian_pmf
@@ -176,6 +229,25 @@ def exact_law(
         p1 = p0[[0, 2, 1, 3]]
         keep = (p0 + p1) > 0
         return ExactLaw(f"{mech.name}(k={mech.k})", codes[keep], p0[keep], p1[keep])
+    if mechanism == "laplace":
+        return lattice_laplace_law(epsilon)
+    if mechanism in _NUMBER:  # every report's exact probability at x = −1 and x = +1
+        from deniable.shared.mechanisms.mean import mean_mechanism_from_name
+
+        number = mean_mechanism_from_name(mechanism, epsilon=epsilon, steps=steps)
+        p0 = np.array([float(x) for x in number.pmf(0)])
+        p1 = np.array([float(x) for x in number.pmf(number.steps)])
+        return ExactLaw(f"{number.name}(steps={steps})", np.arange(number.outputs), p0, p1)
+    if mechanism in _MULTI:  # every report's exact probability under the worst pair of answers
+        from deniable.shared.mechanisms.sets import set_mechanism_from_name
+
+        from .audit import worst_set_pair
+
+        sets = set_mechanism_from_name(mechanism, epsilon=epsilon, k=k, m=m)
+        pair = worst_set_pair(sets)
+        codes = np.array(sorted(sets.reports()), dtype=np.int64)
+        p0, p1 = (np.array([float(sets.output_probability(side, int(r))) for r in codes]) for side in pair)
+        return ExactLaw(f"{sets.name}(k={k}, m={m})", codes, p0, p1)
     if mechanism in ("discrete-laplace", "gaussian"):
         r = radius or law_radius(mechanism, epsilon=epsilon, delta=delta)
         ys = np.arange(-r, r + 2)
@@ -276,12 +348,17 @@ class TradeoffResult:
         left.plot(grid, privacy_curve(grid, c.epsilon, c.delta), "k--", label=f"f(ε={c.epsilon:g}, δ={c.delta:g})")
         if c.mu is not None:
             left.plot(grid, gdp_curve(grid, c.mu), "k:", label=f"G(μ={c.mu:g})")
-        left.plot(self.exact_alpha, self.exact_beta, "C0-", label="exact law")
+        thin = max(1, self.exact_alpha.size // 4000)  # the lattice Laplace has 2^20 cuts: a line needs fewer
+        left.plot(self.exact_alpha[::thin], self.exact_beta[::thin], "C0-", label="exact law")
         left.plot(self.empirical_alpha, self.empirical_beta, "C3o", ms=3, label="samples (CP upper limits)")
         left.set(xlabel="type I error α", ylabel="type II error β", xlim=(0, 1), ylim=(0, 1), title="trade-off")
         left.legend(loc="upper right", fontsize=8)
         finite = np.isfinite(self.loss_values)
-        right.bar(self.loss_values[finite], self.loss_probs[finite], width=0.02, color="C0", label="exact")
+        if finite.sum() > 2000:  # a near-continuous loss (lattice Laplace): its exact histogram, 60 bins
+            right.hist(self.loss_values[finite], bins=60, weights=self.loss_probs[finite], color="C0", alpha=0.5,
+                       label="exact")  # fmt: skip
+        else:
+            right.bar(self.loss_values[finite], self.loss_probs[finite], width=0.02, color="C0", label="exact")
         samples = self.sampled_losses[np.isfinite(self.sampled_losses)]
         if samples.size:
             right.hist(samples, bins=60, density=False, weights=np.full(samples.size, 1 / samples.size),
@@ -414,15 +491,20 @@ def audit_tradeoff(
     confidence: float = 0.95,
     seed: int | None = 0,
     exact: bool = False,
+    m: int = 2,
+    steps: int = 8,
 ) -> TradeoffResult:
     """The privacy-loss view of a shipped mechanism claiming ``epsilon`` (and ``delta``, ``mu``) while it
     actually runs at ``spend`` (default: the claim; pass 2ε to see a mechanism that spends twice its
-    claim flagged). Local randomizers and the discrete Laplace run through the audit's samplers (``exact``:
-    the product's exact samplers); the Gaussian and Example 3 (``subsample``) draw from their exact laws.
+    claim flagged). Local randomizers and the discrete and lattice Laplace run through the audit's samplers
+    (``exact``: the product's exact samplers); the Gaussian and Example 3 (``subsample``) draw from their
+    exact laws.
     """
     from deniable.shared.mechanisms import mechanism_from_name
+    from deniable.shared.mechanisms.mean import mean_mechanism_from_name
+    from deniable.shared.mechanisms.sets import set_mechanism_from_name
 
-    from .audit import central_neighbours, local_neighbours, subsample_neighbours
+    from .audit import central_neighbours, local_neighbours, number_neighbours, set_neighbours, subsample_neighbours
 
     if mechanism not in TRADEOFF_MECHANISMS:
         raise InvalidParameter(f"'mechanism' must be one of {', '.join(TRADEOFF_MECHANISMS)}, got {mechanism!r}")
@@ -431,13 +513,22 @@ def audit_tradeoff(
     radius = None
     if mechanism in ("discrete-laplace", "gaussian"):  # one table of outputs for the law and the claim
         radius = max(law_radius(mechanism, epsilon=e, delta=gaussian_delta) for e in (runs_at, epsilon))
-    law = exact_law(mechanism, epsilon=runs_at, k=k, delta=gaussian_delta, p=p, radius=radius)
-    ranking = exact_law(mechanism, epsilon=epsilon, k=k, delta=gaussian_delta, p=p, radius=radius)
+    shape = {"k": k, "delta": gaussian_delta, "p": p, "radius": radius, "m": m, "steps": steps}
+    law = exact_law(mechanism, epsilon=runs_at, **shape)  # type: ignore[arg-type]
+    ranking = exact_law(mechanism, epsilon=epsilon, **shape)  # type: ignore[arg-type]
     if mechanism in ("binary-rr", "grr", "oue", "olh"):
         size = 2 if mechanism == "binary-rr" else k
         sampler = local_neighbours(mechanism_from_name(mechanism, epsilon=runs_at, k=size), exact=exact).sample
+    elif mechanism in _NUMBER:
+        number = mean_mechanism_from_name(mechanism, epsilon=runs_at, steps=steps)
+        sampler = number_neighbours(number, exact=exact).sample
+    elif mechanism in _MULTI:
+        sets = set_mechanism_from_name(mechanism, epsilon=runs_at, k=k, m=m)
+        sampler = set_neighbours(sets, exact=exact).sample
     elif mechanism == "discrete-laplace":
         sampler = central_neighbours(runs_at, exact=exact).sample
+    elif mechanism == "laplace":
+        sampler = lattice_steps_sampler(central_neighbours(runs_at, noise="laplace", exact=exact).sample)
     elif mechanism == "subsample":
         sampler = subsample_neighbours(p, claimed_epsilon=epsilon).sample
     else:
