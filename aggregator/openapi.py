@@ -792,6 +792,7 @@ _PATHS: dict[str, Any] = {
                             "j": {"type": "integer"},
                             "answers": {"type": "array", "items": {"type": "string"}},
                             "indices": {"type": "array", "items": {"type": "integer"}},
+                            "sampling": {"type": "string", "description": "how the answers were drawn"},
                             "cost": {"type": "object"},
                             "utility": {"type": "object"},
                             "accountant": {"type": "object"},

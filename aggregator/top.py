@@ -9,8 +9,9 @@ counts themselves are not released, only which answers won.
 
 Next to the answers the body states the utility guarantee (Dwork and Roth 2014, Thm 3.11): with
 probability at least 1 − β each answer's count is within ``gap`` = ln(K/β)/c of the largest count among the
-answers not yet chosen. Like a histogram release, a top-j release is kept in a slot (``release_key``) and
-served again for free; ``refresh`` draws again and is charged again.
+answers not yet chosen. Peeling draws exactly the law of the one-shot Gumbel top-j (``sampling`` in the
+body; the proof in :mod:`deniable.shared.selection`). Like a histogram release, a top-j release is kept
+in a slot (``release_key``) and served again for free; ``refresh`` draws again and is charged again.
 """
 
 from __future__ import annotations
@@ -29,10 +30,16 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_TOP
 from deniable.shared.selection import score_scale, top_answers, utility_gap
 
-__all__ = ["UTILITY_BETA", "release_top"]
+__all__ = ["SAMPLING", "UTILITY_BETA", "release_top"]
 
 #: Failure probability of the stated utility bound.
 UTILITY_BETA = 0.05
+
+#: How the answers were drawn, as the body says it (the proof is in :mod:`deniable.shared.selection`).
+SAMPLING = (
+    "peeling: j exact exponential choices at scale c, integers only; the ordered answers have exactly the law "
+    "of the one-shot Gumbel top-j (Durfee and Rogers 2019, Lemma 4.2), the Plackett-Luce law"
+)
 
 
 def _check_j(j: int, k: int) -> int:
@@ -100,6 +107,7 @@ def release_top(
         "j": stored["top"],
         "answers": [categories[i] for i in stored["indices"]],
         "indices": stored["indices"],
+        "sampling": SAMPLING,
         "cost": stored["cost"],
         "utility": {
             "beta": UTILITY_BETA,

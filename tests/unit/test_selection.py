@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from deniable.shared.sampling import seeded_randbelow
-from deniable.shared.selection import exponential_choice, score_scale, top_answers, utility_gap
+from deniable.shared.selection import exponential_choice, plackett_luce, score_scale, top_answers, utility_gap
 
 ALPHA = 1e-6
 
@@ -44,6 +44,50 @@ def test_top_answers_by_peeling_has_the_sequential_law() -> None:
     expected_counts = np.array(expected) * 20_000
     assert expected_counts.min() >= 5
     assert stats.chisquare(observed, expected_counts).pvalue > ALPHA
+
+
+def test_peeling_is_the_one_shot_gumbel_top_j() -> None:
+    """The one-shot mechanism (Gumbel(1/c) on every score once, the j largest in order; Durfee and Rogers
+    2019), simulated here with floats, and the product's exact peeling both follow the Plackett–Luce law."""
+    scores, j, eps = [6, 4, 4, 1, 0], 3, Fraction(3)
+    c = float(score_scale(eps / j, monotone=True))
+    runs = 30_000
+    orders = list(itertools.permutations(range(len(scores)), j))
+    expected = np.array([plackett_luce(scores, order, c) for order in orders])
+    assert expected.sum() == pytest.approx(1.0, abs=1e-12)
+    randbelow = seeded_randbelow(np.random.default_rng(24))
+    peeled = [tuple(top_answers(scores, j, epsilon=eps, monotone=True, randbelow=randbelow)) for _ in range(runs)]
+    rng = np.random.default_rng(25)
+    noisy = np.asarray(scores, dtype=float) + rng.gumbel(0.0, 1.0 / c, size=(runs, len(scores)))
+    one_shot = [tuple(row) for row in np.argsort(-noisy, axis=1)[:, :j].tolist()]
+    index = {order: i for i, order in enumerate(orders)}
+    keep = expected * runs >= 5  # the χ² bins: every one with at least 5 expected, the rest pooled
+    for sample in (peeled, one_shot):
+        counts = np.bincount([index[o] for o in sample], minlength=len(orders))
+        observed = np.append(counts[keep], counts[~keep].sum())
+        wanted = np.append(expected[keep], expected[~keep].sum()) * runs
+        assert stats.chisquare(observed, wanted).pvalue > ALPHA
+
+
+def _worst_ordered(c: float, j: int, k: int = 3, top: int = 3) -> float:
+    """The largest |ln P(order | D) − ln P(order | D + one person)| of the ordered top-j release."""
+    worst = 0.0
+    orders = list(itertools.permutations(range(k), j))
+    for counts in itertools.product(range(top + 1), repeat=k):
+        base = np.log([plackett_luce(list(counts), o, c) for o in orders])
+        for i in range(k):
+            moved = [x + (m == i) for m, x in enumerate(counts)]
+            other = np.log([plackett_luce(moved, o, c) for o in orders])
+            worst = max(worst, float(np.max(np.abs(base - other))))
+    return worst
+
+
+@pytest.mark.parametrize("j", [2, 3])
+def test_the_ordered_top_j_is_epsilon_dp_and_j_times_too_generous_is_not(j: int) -> None:
+    epsilon = 1.0
+    per_answer = float(score_scale(Fraction(epsilon) / j, monotone=True))
+    assert _worst_ordered(per_answer, j) <= epsilon + 1e-12
+    assert _worst_ordered(j * per_answer, j) > epsilon  # one-shot noise calibrated to ε per answer
 
 
 def _worst(c: float, neighbours: str, k: int = 3, top: int = 4) -> float:
