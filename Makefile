@@ -8,7 +8,7 @@ BENCH_VENV  := .venv-bench
 BENCH_BIN   := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed-bench
 
-.PHONY: test test-fast js-test demo demo-dashboard chromium lint fuzz bench soak clean
+.PHONY: test test-fast js-test js-bundle demo demo-dashboard chromium lint fuzz bench soak clean
 
 # Installs pinned to the versions the suite last passed with (.ci/constraints.txt).
 $(STAMP): pyproject.toml .ci/constraints.txt
@@ -40,6 +40,11 @@ js-test:
 	else \
 		echo "node/npm are missing: the JavaScript client's tests (js/) did not run"; test "$$CI" != true; \
 	fi
+
+# The survey page's bundle (aggregator/api/static/survey.js, committed: nothing is built at run time) is rebuilt
+# from js/src with esbuild; js/test/bundle.test.js fails when the committed file is stale.
+js-bundle:
+	cd js && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
 
 # The dashboard's browser tests drive Debian's chromium through Playwright (never a browser Playwright
 # downloads). Installed only when missing (as root, as on CI); where it cannot be installed the browser

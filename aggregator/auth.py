@@ -52,7 +52,8 @@ ROUTE_ACCESS: dict[str, str] = {
     "releases.set_policy": ADMIN,
 }
 
-#: Every page of the dashboard and the least role its session must have (``public``: no session needed).
+#: Every browser page (the dashboard's, and the survey pages of :mod:`deniable.aggregator.api.survey`) and the
+#: least role its session must have (``public``: no session needed).
 SESSION_ACCESS: dict[str, str] = {
     "home.index": PUBLIC,
     "dashboard.root": PUBLIC,
@@ -65,6 +66,9 @@ SESSION_ACCESS: dict[str, str] = {
     "dashboard.csv": ANALYST,
     "dashboard.release": ANALYST,
     "dashboard.close": ADMIN,
+    "survey.page": PUBLIC,
+    "survey.script": PUBLIC,
+    "survey.stylesheet": PUBLIC,
 }
 
 _CHALLENGE = WWWAuthenticate("Bearer", {"realm": "deniable"})

@@ -156,6 +156,8 @@ export class Client {
    * `await Client.open({aggregatorUrl, dbName, maxEpsilonPerCampaign = 4, lifetimeBudget = 10,
    * allowCentral = false, outboxMaxAge, retry, fetch, indexedDB, timeout})`. `aggregatorUrl` defaults to the
    * page's origin; `fetch`/`indexedDB` default to the browser's (tests pass Node's and fake-indexeddb).
+   * `secret` (32 bytes) is the device secret of a NEW database, for simulated fleets and seeded tests only:
+   * a real device lets the client draw its secret from the CSPRNG (an existing secret is never replaced).
    */
   static async open(options = {}) {
     const client = new Client(PRIVATE);
@@ -178,7 +180,10 @@ export class Client {
     const dbName = options.dbName ?? 'deniable';
     client.#lockName = `deniable:${dbName}`;
     client.#store = await DeviceStore.open(dbName, options.indexedDB ?? globalThis.indexedDB);
-    client.secretBytes = await client.#store.secret();
+    if (options.secret != null && !(options.secret instanceof Uint8Array && options.secret.length === 32)) {
+      throw new InvalidParameter("'secret' must be 32 bytes (a Uint8Array), for simulations and tests only");
+    }
+    client.secretBytes = await client.#store.secret(options.secret ?? null);
     return client;
   }
 

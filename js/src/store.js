@@ -110,11 +110,11 @@ export class DeviceStore {
     return result;
   }
 
-  /** The device secret, created at first use (32 bytes from the CSPRNG). */
-  async secret() {
+  /** The device secret, created at first use (32 bytes from the CSPRNG, or `initial` when given). */
+  async secret(initial = null) {
     const existing = await this.tx('readonly', (t) => t.get('meta', 'secret'));
     if (existing) return new Uint8Array(existing);
-    const fresh = globalThis.crypto.getRandomValues(new Uint8Array(32));
+    const fresh = initial ?? globalThis.crypto.getRandomValues(new Uint8Array(32));
     return this.tx('readwrite', async (t) => {
       const raced = await t.get('meta', 'secret'); // another tab may have created it meanwhile
       if (raced) return new Uint8Array(raced);

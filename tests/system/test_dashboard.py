@@ -293,7 +293,7 @@ def test_every_dashboard_route_is_in_the_session_table(tmp_path: Path) -> None:
 
     app = create_app({"DATA_DIR": tmp_path / "d", "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
     rules = app.url_map.iter_rules()
-    pages = {rule.endpoint for rule in rules if rule.rule.startswith("/dashboard") or rule.rule == "/"}
+    pages = {rule.endpoint for rule in rules if rule.rule.startswith(("/dashboard", "/survey")) or rule.rule == "/"}
     assert pages == set(SESSION_ACCESS)
     home = app.test_client().get("/")
     assert home.status_code == 303 and home.headers["Location"].endswith("/dashboard/")

@@ -1,0 +1,81 @@
+"""The survey page at ``/survey/<campaign_id>``: a campaign answered in the respondent's own browser.
+
+The page is a shell: a heading, a ``<noscript>`` note and one element that the browser client
+(``js/``, bundled into ``static/survey.js`` by ``make js-bundle``; the built file is committed, so nothing
+is built at run time) fills with the form. The script renders the question, the categories, the group
+fields and a plain-language note of what is randomized from the descriptor it fetched, validated and
+pinned itself (``GET /api/v1/campaigns/<id>``), never from this HTML; it randomizes, seals and stores the
+answer in the browser (IndexedDB) and posts only the sealed report to ``/api/v1/campaigns/<id>/reports``.
+
+Routes (all public, listed in :data:`deniable.aggregator.auth.SESSION_ACCESS` as browser pages):
+
+* ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign);
+* ``GET /survey/static/survey.js``: the bundle (an ES module: the package's exports and the page's
+  start-up), ``GET /survey/static/survey.css``: the stylesheet.
+
+Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only (no
+inline script, no ``eval``), ``connect-src 'self'`` (the page talks to this aggregator only), no framing,
+no forms posted anywhere (the form is submitted by the script), plus ``X-Content-Type-Options: nosniff``
+and ``Referrer-Policy: no-referrer``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, make_response, render_template, send_file
+from werkzeug.wrappers import Response
+
+from deniable.aggregator.service import current_service
+from deniable.shared.errors import UnknownCampaign
+
+__all__ = ["CONTENT_SECURITY_POLICY", "bp"]
+
+_HERE = Path(__file__).resolve().parent
+bp = Blueprint("survey", __name__, url_prefix="/survey", template_folder="templates")
+
+#: Script, style and fetch from this origin only; nothing inline, no framing, no form targets.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+@bp.after_request
+def _headers(response: Response) -> Response:
+    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+def _static(name: str, mimetype: str) -> Response:
+    response = send_file(_HERE / "static" / name, mimetype=mimetype, max_age=300)
+    response.headers["Cache-Control"] = "public, max-age=300"
+    return response
+
+
+@bp.get("/static/survey.js")
+def script() -> Response:
+    """The browser client bundle (an ES module)."""
+    return _static("survey.js", "text/javascript")
+
+
+@bp.get("/static/survey.css")
+def stylesheet() -> Response:
+    """The survey page's stylesheet."""
+    return _static("survey.css", "text/css")
+
+
+@bp.get("/<campaign_id>")
+def page(campaign_id: str) -> Response:
+    """The survey page of a campaign (the form itself is rendered by the script from the descriptor)."""
+    try:
+        config = current_service().campaign(campaign_id)
+    except UnknownCampaign:
+        response = make_response(render_template("survey/missing.html", campaign_id=campaign_id))
+        response.status_code = 404
+        return response
+    return make_response(render_template("survey/page.html", config=config))

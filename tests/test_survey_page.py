@@ -1,0 +1,232 @@
+"""The survey page ``/survey/<id>`` in a real headless Chromium against the real server (issue 16).
+
+The page loads the browser client bundle (``aggregator/api/static/survey.js``, built from ``js/``), which
+fetches, validates and pins the descriptor, renders the question, and on submit randomizes, seals and
+stores the answer in IndexedDB before posting the sealed report. Checked here: the page loads under its
+strict CSP with no console error; answering delivers one report that the aggregator counts once; a reload
+sends nothing; an answer given offline waits in the outbox and is delivered exactly once when the browser
+is back online; 2,000 answers scripted inside the page (each a device of its own, with a seeded secret,
+so the run is reproducible) give estimates whose 95% intervals hold the true counts, and exactly the
+reports the Python device would have made from the same secrets (byte compatibility end to end).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+from support.browser import chromium
+from support.server import RunningServer, free_port
+
+from deniable.client.memo import one_shot_answer
+from deniable.shared.campaign import CampaignConfig
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "browser_embed"
+FLEET = 2000
+TRUE_P = (0.5, 0.3, 0.2)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="module")
+def server(aggregator: RunningServer) -> RunningServer:
+    aggregator.create_campaign(
+        id="web-smoking", question="Did you smoke in the last 30 days?", categories=["no", "yes"], epsilon=1.0,
+        group_fields=["country"], group_values={"country": ["nl", "fr"]},
+    )  # fmt: skip
+    aggregator.create_campaign(
+        id="web-offline", question="How do you get to work?", categories=["walk", "bike", "car"], epsilon=2.0,
+    )  # fmt: skip
+    aggregator.create_campaign(
+        id="web-fleet", question="Which platform do you use most?", categories=["android", "ios", "web"],
+        epsilon=2.0, mechanism="grr",
+    )  # fmt: skip
+    return aggregator
+
+
+def reports_of(server: RunningServer, campaign_id: str) -> int:
+    return int(server.estimate(campaign_id)["n"])
+
+
+def open_page(browser: Any, server: RunningServer, campaign_id: str, context: Any = None) -> tuple[Any, Any, dict]:
+    context = context or browser.new_context()
+    page = context.new_page()
+    seen: dict[str, list[Any]] = {"posts": [], "errors": []}
+    page.on("request", lambda r: seen["posts"].append(r.url) if r.method == "POST" else None)
+    page.on(
+        "console",
+        lambda m: seen["errors"].append(m.text) if m.type == "error" and "Failed to load" not in m.text else None,
+    )
+    page.on(  # a failed load shows in the console without its URL; the browser's own /favicon.ico is no error
+        "response",
+        lambda r: seen["errors"].append(f"{r.status} {r.url}") if r.status >= 400 and "favicon" not in r.url else None,
+    )
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    response = page.goto(f"{server.url}/survey/{campaign_id}")
+    assert response is not None and response.status == 200
+    page.wait_for_selector("[data-deniable-survey][data-state=ready]", timeout=15000)
+    return context, page, seen
+
+
+def test_the_page_is_served_with_a_strict_csp_and_an_unknown_campaign_is_a_404(server: RunningServer) -> None:
+    page = requests.get(f"{server.url}/survey/web-smoking", timeout=30)
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "default-src 'none'" in csp and "unsafe" not in csp
+    assert '<script type="module" src="/survey/static/survey.js"></script>' in page.text
+    assert "<script>" not in page.text  # no inline script at all
+    bundle = requests.get(f"{server.url}/survey/static/survey.js", timeout=30)
+    assert bundle.status_code == 200 and bundle.headers["Content-Type"].startswith("text/javascript")
+    assert requests.get(f"{server.url}/survey/no-such-survey", timeout=30).status_code == 404
+
+
+def test_answering_delivers_one_report_counted_once_and_a_reload_sends_nothing(
+    browser: Any, server: RunningServer
+) -> None:
+    context, page, seen = open_page(browser, server, "web-smoking")
+    assert page.get_by_role("group", name="Did you smoke in the last 30 days?").is_visible()
+    note = page.get_by_role("region", name="What happens to your answer").inner_text()
+    assert "randomized in this browser" in note and "cannot know what you chose" in note
+    page.get_by_label("yes").check()
+    page.get_by_label("Your country (sent as it is)").select_option("fr")
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    assert reports_of(server, "web-smoking") == 1
+    assert len(seen["posts"]) == 1
+    page.reload()
+    page.wait_for_selector("[data-deniable-survey][data-state=ready]", timeout=15000)
+    page.wait_for_timeout(300)
+    assert len(seen["posts"]) == 1, "a reload re-sent a report"
+    page.get_by_label("yes").check()
+    page.get_by_label("Your country (sent as it is)").select_option("fr")
+    page.get_by_role("button", name="Submit answer").click()  # the same answer again: the same report
+    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    assert reports_of(server, "web-smoking") == 1, "the repeated answer was counted twice"
+    assert seen["errors"] == []
+    context.close()
+
+
+def test_an_answer_given_offline_is_delivered_exactly_once_when_back_online(
+    browser: Any, server: RunningServer
+) -> None:
+    context, page, seen = open_page(browser, server, "web-offline")
+    before = reports_of(server, "web-offline")
+    context.set_offline(True)
+    page.get_by_label("bike").check()
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=waiting]", timeout=15000)
+    assert reports_of(server, "web-offline") == before
+    pending = "async () => (await (await document.querySelector('[data-deniable-survey]').deniable).client.pending())"
+    assert len(page.evaluate(pending)) == 1
+    context.set_offline(False)
+    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    assert reports_of(server, "web-offline") == before + 1
+    page.reload()
+    page.wait_for_selector("[data-deniable-survey][data-state=ready]", timeout=15000)
+    page.wait_for_timeout(300)
+    assert reports_of(server, "web-offline") == before + 1
+    assert seen["errors"] == [] or all("ERR_INTERNET_DISCONNECTED" in e for e in seen["errors"])
+    context.close()
+
+
+FLEET_SCRIPT = """
+async ([count, values, seeds]) => {
+  const m = await import('/survey/static/survey.js');
+  let delivered = 0;
+  let errors = [];
+  let waiting = [];
+  const device = async (i) => {  // one device: its own database, seeded secret, answer and delivery
+    const secret = Uint8Array.from(seeds[i].match(/../g), (b) => parseInt(b, 16));
+    const client = await m.Client.open({ dbName: `fleet-${i}`, secret });
+    await client.submit('web-fleet', values[i]);
+    return client;
+  };
+  const flush = async (client) => {
+    const result = await client.flush();
+    delivered += result.delivered;
+    if (result.pending) {
+      errors.push(result.error);
+      waiting.push(client);
+    } else client.close();
+  };
+  for (let start = 0; start < count; start += 50) {
+    const clients = await Promise.all(Array.from({ length: Math.min(50, count - start) }, (_, j) => device(start + j)));
+    await Promise.all(clients.map(flush));
+  }
+  for (let round = 0; round < 3 && waiting.length; round += 1) {  // a loaded machine may time out a POST
+    const again = waiting;
+    waiting = [];
+    errors = [];
+    await Promise.all(again.map(flush));
+  }
+  return [delivered, errors.slice(0, 3)];
+}
+"""
+
+
+def test_two_thousand_scripted_answers_give_estimates_within_their_intervals(
+    browser: Any, server: RunningServer
+) -> None:
+    config = CampaignConfig.from_json(server.get("/api/v1/campaigns/web-fleet").json())
+    seeds = [hashlib.sha256(f"fleet-{i}".encode()).digest() for i in range(FLEET)]
+    cut = [round(FLEET * TRUE_P[0]), round(FLEET * (TRUE_P[0] + TRUE_P[1]))]
+    values = [0 if i < cut[0] else 1 if i < cut[1] else 2 for i in range(FLEET)]
+    truth = [values.count(v) for v in range(3)]
+    context, page, _ = open_page(browser, server, "web-fleet")
+    delivered, errors = page.evaluate(
+        FLEET_SCRIPT, [FLEET, [config.categories[v] for v in values], [s.hex() for s in seeds]]
+    )
+    context.close()
+    assert delivered == FLEET, errors
+    estimate = server.estimate("web-fleet")
+    assert estimate["n"] == FLEET
+    # the same secrets in the Python device give the same reports: the server's tally is theirs
+    python_reports = np.array([one_shot_answer(config, seed, v)[1] for seed, v in zip(seeds, values, strict=True)])
+    expected = config.build_mechanism().estimate(python_reports)
+    rows = {row["category"]: row for row in estimate["categories"]}
+    assert [rows[c]["count"] for c in config.categories] == pytest.approx(list(expected.counts), abs=1e-6)
+    for v, label in enumerate(config.categories):
+        low, high = rows[label]["ci"]
+        assert low <= truth[v] <= high, (label, truth[v], rows[label])
+
+
+def test_the_embedding_example_answers_from_its_own_page(browser: Any, server: RunningServer) -> None:
+    """examples/browser_embed: the package in one's own page (own markup and script), on one origin."""
+    server.create_campaign(id="product-rating", question="How likely are you to recommend us?",
+                           categories=["unlikely", "maybe", "likely"], epsilon=1.0)  # fmt: skip
+    port = free_port()
+    example = subprocess.Popen(
+        [sys.executable, str(EXAMPLE / "serve.py"), "--aggregator", server.url, "--port", str(port)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert example.stdout is not None and "serving the example" in example.stdout.readline()
+        context = browser.new_context()
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"http://127.0.0.1:{port}/?campaign=product-rating")
+        page.wait_for_selector("body[data-state=ready]", timeout=15000)
+        note = page.get_by_role("region", name="What happens to your answer").inner_text()
+        assert "randomized in this browser" in note
+        page.get_by_label("likely", exact=True).check()
+        page.get_by_role("button", name="Send").click()
+        page.wait_for_selector("body[data-state=sent]", timeout=15000)
+        context.close()
+        assert errors == []
+        assert reports_of(server, "product-rating") == 1
+    finally:
+        example.terminate()
+        example.wait(timeout=10)
+        if example.stdout is not None:
+            example.stdout.close()
