@@ -25,4 +25,15 @@ from deniable.aggregator.api.tokens import bp as tokens
 __all__ = ["BLUEPRINTS"]
 
 #: Every blueprint of the app, in registration order.
-BLUEPRINTS: tuple[Blueprint, ...] = (health, openapi, campaigns, reports, estimates, releases, tokens, dashboard, survey, home)
+BLUEPRINTS: tuple[Blueprint, ...] = (
+    health,
+    openapi,
+    campaigns,
+    reports,
+    estimates,
+    releases,
+    tokens,
+    dashboard,
+    survey,
+    home,
+)

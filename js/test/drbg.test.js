@@ -7,14 +7,14 @@ import { fromHex, load, toHex } from './vectors.js';
 const vectors = load('device-v1.json');
 
 // NIST CAVP HMAC_DRBG.rsp, [SHA-256], PredictionResistance = False, no reseed, COUNT = 0 (as in
-// tests/test_client_drbg.py): an answer that neither implementation wrote.
+// tests/unit/test_client_drbg.py): an answer that neither implementation wrote.
 const NIST = {
   entropy: 'ca851911349384bffe89de1cbdc46e6831e44d34a4fb935ee285dd14b71a7488',
   nonce: '659ba96c601dc69fc902940805ec0ca8',
 };
 
 test('HMAC_DRBG matches the NIST CAVP answer recorded in the Python tests', async () => {
-  const source = (await import('node:fs')).readFileSync(new URL('../../tests/test_client_drbg.py', import.meta.url), 'utf8');
+  const source = (await import('node:fs')).readFileSync(new URL('../../tests/unit/test_client_drbg.py', import.meta.url), 'utf8');
   const returned = source.match(/NIST_RETURNED = \(([\s\S]*?)\)/)[1].match(/"([0-9a-f]+)"/g).map((s) => s.slice(1, -1)).join('');
   const drbg = await HmacDrbg.create(fromHex(NIST.entropy), fromHex(NIST.nonce));
   await drbg.generate(128); // CAVP discards the first generate
