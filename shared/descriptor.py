@@ -29,7 +29,14 @@ someone with that value took part (a country with one respondent), which is not 
 adjacency. With a public domain, which groups appear depends on nothing but the descriptor. Descriptors
 created before ``group_values`` existed still parse; the aggregator refuses grouped releases of them.
 
-``admission`` (optional, either trust model) makes every report carry an anonymous one-time token
+``shuffled``: the device randomizes at ``epsilon`` (ε₀, as in a local campaign) and sends the report through
+  the shuffler named by the descriptor's ``shuffler`` object (:mod:`deniable.shared.shuffle`, nested
+  encryption); the aggregator receives batches of at least ``shuffler.min_batch`` anonymous reports in a
+  random order, a view that is (ε, δ)-DP with ε from the amplification bound at the declared ``delta``
+  (:mod:`deniable.shared.amplification`). The inner payload is ``{"report": <wire report>}``: no group
+  fields (they would split the anonymity set) and no rounds.
+
+``admission`` (optional, any trust model) makes every report carry an anonymous one-time token
 (:mod:`deniable.shared.tokens`, Privacy Pass with blind RSA): the descriptor pins the issuer's public key
 and the number of tokens an account may get; the payload then also carries ``"token": "<base64url>"``.
 """
@@ -68,10 +75,18 @@ from deniable.shared.fields import (
 )
 from deniable.shared.formats import FORMAT_VERSION, SUITE_ID, SUPPORTED_VERSIONS
 from deniable.shared.keys import decode_key, encode_key
-from deniable.shared.limits import CAMPAIGN_EPSILON, CENTRAL_DELTA_RANGE, MAX_GROUP_SIZE, MAX_RHO, check_range
+from deniable.shared.limits import (
+    CAMPAIGN_EPSILON,
+    CENTRAL_DELTA_RANGE,
+    MAX_GROUP_SIZE,
+    MAX_RHO,
+    SHUFFLE_DELTA_RANGE,
+    check_range,
+)
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
 from deniable.shared.messages import show
 from deniable.shared.payload import Payload
+from deniable.shared.shuffle import ShufflerInfo
 from deniable.shared.tokens import Admission, Token
 
 __all__ = [
@@ -95,7 +110,7 @@ __all__ = [
 LOCAL_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
 #: The ``mechanism`` of a central campaign: the device does not randomize.
 CENTRAL_MECHANISM = "none"
-TRUST_MODELS: tuple[str, ...] = ("local", "central")
+TRUST_MODELS: tuple[str, ...] = ("local", "central", "shuffled")
 ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
 STATUSES: tuple[str, ...] = ("open", "closed")
 #: The ε range of a campaign (``deniable.shared.limits.CAMPAIGN_EPSILON``, which says why).
@@ -122,7 +137,7 @@ _REQUIRED_KEYS = frozenset(
 _OPTIONAL_KEYS = frozenset(
     {
         "budget", "adjacency", "group_values", "recurring", "delta", "budget_delta", "budget_rho", "group_size",
-        "admission",
+        "admission", "shuffler",
     }
 )
 #: Central-only keys that appear in the JSON only when set (descriptors without them keep their fingerprint).
@@ -151,7 +166,7 @@ class CampaignConfig:
     format_version: int = FORMAT_VERSION
     suite: str = SUITE_ID
     status: Literal["open", "closed"] = "open"
-    trust_model: Literal["local", "central"] = "local"
+    trust_model: Literal["local", "central", "shuffled"] = "local"
     budget: float | None = None
     adjacency: Literal["add-remove", "replace"] | None = field(default=None)
     group_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -161,6 +176,7 @@ class CampaignConfig:
     budget_rho: float | None = None
     group_size: int | None = None
     admission: Admission | None = None
+    shuffler: ShufflerInfo | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -185,8 +201,16 @@ class CampaignConfig:
             raise InvalidConfig(f"'suite' must be {SUITE_ID!r}, got {show(self.suite)}")
         if self.trust_model == "central":
             self._check_central()
+        elif self.trust_model == "shuffled":
+            self._check_shuffled()
         else:
             self._check_local()
+        if (self.shuffler is not None) != (self.trust_model == "shuffled"):
+            raise InvalidConfig(
+                "a shuffled campaign needs a 'shuffler' object (url, public_key, verify_key, min_batch)"
+                if self.shuffler is None
+                else "'shuffler' applies to shuffled campaigns only; leave it out"
+            )
         set_(self, "params", MappingProxyType(check_params(self.params, self._expected_params())))
 
     def _check_local(self) -> None:
@@ -203,6 +227,32 @@ class CampaignConfig:
                 f"mechanism 'binary-rr' needs exactly 2 categories, got {len(self.categories)}; "
                 "use 'grr', 'oue' or 'olh'"
             )
+
+    def _check_shuffled(self) -> None:
+        """A shuffled campaign is a local one whose reports pass a shuffler: ε₀ = ``epsilon``, plus ``delta``."""
+        if not isinstance(self.shuffler, ShufflerInfo):
+            raise InvalidConfig(f"'shuffler' must be a ShufflerInfo, got {show(self.shuffler)}")
+        if self.recurring:
+            raise InvalidConfig(
+                "'recurring' is not available for shuffled campaigns (the shuffler counts one report per device)"
+            )
+        if self.group_fields:
+            raise InvalidConfig(
+                "shuffled campaigns take no group fields: a group value travels beside the report to the aggregator "
+                "and splits the batch into smaller anonymity sets, which the batch's (ε, δ) does not cover"
+            )
+        if self.format_version < 2:
+            raise InvalidConfig("shuffled campaigns use format version 2")
+        delta = self.delta
+        object.__setattr__(self, "delta", None)  # _check_local refuses the central keys; this delta is ours
+        self._check_local()
+        low, high = SHUFFLE_DELTA_RANGE
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not low <= delta <= high:
+            raise InvalidConfig(
+                f"a shuffled campaign needs 'delta', a number in [{low:g}, {high:g}]: the δ of the central (ε, δ) "
+                f"its batches satisfy, got {show(delta)}"
+            )
+        object.__setattr__(self, "delta", float(delta))
 
     def _check_central(self) -> None:
         if self.recurring:
@@ -311,6 +361,7 @@ class CampaignConfig:
         budget_rho: float | None = None,
         group_size: int | None = None,
         admission: Admission | None = None,
+        shuffler: ShufflerInfo | Mapping[str, Any] | None = None,
     ) -> CampaignConfig:
         """A new open campaign, filling in ``params`` and resolving ``mechanism="auto"``.
 
@@ -358,6 +409,7 @@ class CampaignConfig:
             budget_rho=budget_rho,
             group_size=group_size,
             admission=admission,
+            shuffler=ShufflerInfo.from_json(dict(shuffler)) if isinstance(shuffler, Mapping) else shuffler,
         )
         config._check_declared_groups()
         return config
@@ -393,6 +445,8 @@ class CampaignConfig:
                 body[name] = getattr(self, name)
         if self.admission is not None:
             body["admission"] = self.admission.to_json()
+        if self.shuffler is not None:
+            body["shuffler"] = self.shuffler.to_json()
         return body
 
     @classmethod
@@ -433,6 +487,7 @@ class CampaignConfig:
             budget_rho=obj.get("budget_rho"),
             group_size=obj.get("group_size"),
             admission=None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
+            shuffler=None if obj.get("shuffler") is None else ShufflerInfo.from_json(obj["shuffler"]),
         )
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:

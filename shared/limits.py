@@ -74,6 +74,13 @@ __all__ = [
     "RELEASES_PAGE_MAX",
     "RETRY_AFTER_MAX",
     "RETRY_AFTER_MAX_WAIT",
+    "SHUFFLE_DELTA_RANGE",
+    "SHUFFLE_DESCRIPTOR_TTL",
+    "SHUFFLE_FORWARD_TIMEOUT",
+    "SHUFFLE_INTERVAL_DEFAULT",
+    "SHUFFLE_MIN_BATCH_RANGE",
+    "SHUFFLE_RETRY_MAX",
+    "SHUFFLE_RETRY_MIN",
     "SLUG_PATTERN",
     "STATE_BUSY_TIMEOUT",
     "TIMELINE_BUCKETS",
@@ -289,6 +296,24 @@ MAX_ROUNDS = 10_000
 #: keeps the largest release to a few seconds and its JSON body to tens of megabytes. A local grouped
 #: estimate lists at most this many cells per page (``group_after`` asks for the next page).
 MAX_GROUP_CELLS = 100_000
+
+# -- the shuffled trust model (shared/shuffle.py, aggregator/shuffler/) -------------------------------
+
+#: The batch threshold a shuffled campaign may declare (``shuffler.min_batch``): at least 2 (a batch of one
+#: hides nothing), at most 100,000 reports, which at the smallest campaigns (a binary question, 60-byte
+#: inner ciphertexts, 83 bytes each in the batch's JSON) is one 8.3 MB request to the aggregator; a campaign
+#: whose threshold does not fit the aggregator's body limit is refused at creation.
+SHUFFLE_MIN_BATCH_RANGE: tuple[int, int] = (2, 100_000)
+#: δ a shuffled campaign may declare for its central (ε, δ) (the amplification bound's δ).
+SHUFFLE_DELTA_RANGE: tuple[float, float] = (1e-15, 1e-3)
+#: Seconds between two passes of the shuffler's forwarder (forming batches, sending what is due).
+SHUFFLE_INTERVAL_DEFAULT = 1.0
+#: Seconds the forwarder waits before retrying a batch the aggregator did not take, doubling to the maximum.
+SHUFFLE_RETRY_MIN, SHUFFLE_RETRY_MAX = 1.0, 60.0
+#: Seconds one forwarding request may take (a batch of 10⁵ is decrypted and stored in one request).
+SHUFFLE_FORWARD_TIMEOUT = 300.0
+#: Seconds the shuffler keeps a campaign descriptor fetched from the aggregator before fetching it again.
+SHUFFLE_DESCRIPTOR_TTL = 60.0
 
 # -- bearer tokens (aggregator/secret_files.py) -------------------------------------------------------
 

@@ -3,6 +3,7 @@
 Local campaigns: ``{"report": <wire report>, "groups": {...}}`` (the report encoded by the campaign's
 mechanism); central: ``{"value": <category index>, "groups": {...}}``. A recurring campaign's payload also
 carries ``"round"`` (required there, forbidden elsewhere), a campaign with ``admission`` a ``"token"``.
+A shuffled campaign's (inner) payload is ``{"report": <wire report>}`` alone (``docs/wire-format.md`` §12).
 Every payload of a version-2 campaign is padded to :func:`padded_length`, the canonical JSON length of the
 widest payload the descriptor allows, so that an envelope's size says nothing about its content.
 JSON layout: ``docs/wire-format.md``. No I/O.
@@ -64,6 +65,9 @@ def padded_length(config: CampaignConfig) -> int | None:
         else:
             groups[name] = "\x01" * MAX_GROUP_VALUE_CHARS
     widest: dict[str, Any]
+    if config.trust_model == "shuffled":  # the inner payload: the report alone (the token travels outside)
+        mechanism = config.build_mechanism()
+        return len(canonical_json({"report": mechanism.encode_report(mechanism.widest_report())}))
     if config.trust_model == "central":
         widest = {"value": config.k - 1, "groups": groups}
     else:
@@ -123,6 +127,8 @@ def make_payload(
     """
     checked = _check_groups(config, {} if groups is None else groups, InvalidParameter)
     _check_round_presence(config, round is not None, InvalidParameter)
+    if config.trust_model == "shuffled":  # the inner payload; an admission token goes in the outer layer
+        return {"report": config.build_mechanism().encode_report(report_or_value)}
     if (token is None) != (config.admission is None):
         raise InvalidParameter(
             f"campaign '{config.id}' requires an admission token with every report: obtain tokens first"
@@ -154,7 +160,9 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
     key = "value" if config.trust_model == "central" else "report"
     keys = {key, "groups", "round"} if config.recurring else {key, "groups"}
     expected = f"{key!r}, 'groups' and 'round'" if config.recurring else f"{key!r} and 'groups'"
-    if config.admission is not None:
+    if config.trust_model == "shuffled":
+        keys, expected = {"report"}, "'report' (the inner payload)"
+    elif config.admission is not None:
         keys.add("token")
         expected = expected.replace(" and ", ", ") + " and 'token'"
     if isinstance(payload, dict) and set(payload) - {"round"} == keys - {"round"}:
@@ -165,9 +173,9 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
             f"the payload of a {config.trust_model} campaign must be an object with exactly the keys "
             f"{expected}, got {shown}"
         )
-    groups = _check_groups(config, payload["groups"], InvalidReport)
+    groups = _check_groups(config, payload.get("groups", {}), InvalidReport)
     round_ = check_round(payload["round"], InvalidReport) if config.recurring else None
-    token = Token.parse(payload["token"]) if config.admission is not None else None
+    token = Token.parse(payload["token"]) if "token" in keys else None
     if config.trust_model == "central":
         return Payload(_check_index(config, payload["value"], InvalidReport), groups, None, token)
     wire = payload["report"]
