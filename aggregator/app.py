@@ -72,6 +72,7 @@ def create_app(config: Mapping[str, Any]) -> Flask:
         database=data_dir / DATABASE_NAME,
         max_batch=int(app.config["MAX_BATCH"]),
         max_group_values=int(app.config["MAX_GROUP_VALUES"]),
+        max_body=int(app.config["MAX_CONTENT_LENGTH"]),
     )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in BLUEPRINTS:

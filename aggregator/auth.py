@@ -43,6 +43,7 @@ ROUTE_ACCESS: dict[str, str] = {
     "campaigns.timeline": ANALYST,
     "campaigns.close": ADMIN,
     "reports.submit": PUBLIC,
+    "reports.submit_batch": PUBLIC,  # authenticated by the shuffler's signature over the batch
     "estimates.estimate": ANALYST,
     "estimates.rounds": ANALYST,
     "estimates.top": ANALYST,

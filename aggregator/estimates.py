@@ -6,6 +6,11 @@ Local campaigns: ``mechanism.estimate_tally(Tally(n, support))`` gives the unbia
 biased) counts. Reading them costs no privacy: the reports are already ε-LDP, and any analysis of them is
 post-processing. A per-group estimate uses only that group's reports (group fields are public attributes);
 a grouped estimate lists every declared group value (``group_values``), an empty group with n = 0.
+A shuffled campaign is estimated as a local one (its reports are ε₀-LDP too) and its body adds
+``privacy``: ε₀, and the central (ε, δ) the aggregator's view satisfies, from the amplification bound
+(:func:`deniable.shared.amplification.amplify`) at the size of every batch actually received. Batches are
+disjoint sets of devices, so each device is protected by the bound of its own batch: the campaign's ε is
+the largest over its batches, that of the smallest one.
 A recurring campaign is estimated one round at a time (``round`` is required): each round's estimate uses
 that round's reports only, in which every device counts at most once.
 
@@ -19,6 +24,7 @@ domain, and its grouped releases are refused rather than listing the groups pres
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sqlite3
 from typing import Any
 
@@ -27,6 +33,7 @@ from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.aggregator.top import release_top
+from deniable.shared.amplification import Amplification, amplify
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
@@ -36,7 +43,7 @@ from deniable.shared.noise import NOISES, check_noise
 
 __all__ = [
     "central_estimate", "central_top", "estimate", "group_page_size", "local_estimate", "release_policy", "round_of",
-    "stored_estimate",
+    "shuffled_privacy", "stored_estimate",
 ]
 
 
@@ -53,6 +60,34 @@ def _local_one(config: CampaignConfig, stored: StoredTally, level: float) -> dic
     mechanism = config.build_mechanism()
     estimate_ = mechanism.estimate_tally(Tally(stored.n, tuple(stored.support)))
     body: dict[str, Any] = estimate_.to_dict(level=level, categories=list(config.categories))
+    return body
+
+
+@functools.lru_cache(maxsize=256)
+def _amplify(n: int, epsilon0: float, delta: float) -> Amplification:
+    return amplify(n, epsilon0, delta)
+
+
+def shuffled_privacy(store: Store, config: CampaignConfig) -> dict[str, Any]:
+    """ε₀ and the central (ε, δ) of a shuffled campaign's batches as received (``epsilon`` null before any)."""
+    assert config.shuffler is not None and config.delta is not None
+    sizes = [accepted for _, accepted in store.shuffled_batches(config.id) if accepted > 0]
+    body: dict[str, Any] = {
+        "epsilon0": config.epsilon,
+        "delta": config.delta,
+        "min_batch": config.shuffler.min_batch,
+        "batches": len(sizes),
+        "smallest_batch": min(sizes) if sizes else None,
+        "epsilon": None,
+        "method": None,
+        "bounds": None,
+    }
+    if sizes and min(sizes) < 2:  # one report of a batch decoded: nothing to hide it among
+        body.update(epsilon=config.epsilon, method="local (no amplification)")
+    elif sizes:
+        worst = _amplify(min(sizes), float(config.epsilon), float(config.delta))
+        body.update(epsilon=worst.epsilon, method=worst.method,
+                    bounds={"closed_form": worst.closed_form, "numerical": worst.numerical})  # fmt: skip
     return body
 
 
@@ -95,7 +130,9 @@ def local_estimate(
     """
     _check_group_by(config, group_by)
     round_ = round_of(config, round)
-    head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local"}
+    head: dict[str, Any] = {"campaign_id": config.id, "trust_model": config.trust_model}
+    if config.trust_model == "shuffled":
+        head["privacy"] = shuffled_privacy(store, config)
     if config.recurring:
         head["round"] = round_
     empty = StoredTally(0, [0] * config.k)

@@ -23,6 +23,7 @@ raw value never left the device, and nothing here can see it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -31,10 +32,11 @@ from werkzeug.exceptions import BadRequest
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
-from deniable.shared.errors import CampaignClosed, InvalidReport
+from deniable.shared.errors import CampaignClosed, InvalidReport, PermissionDenied
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS
+from deniable.shared.shuffle import ShuffledBatch, open_inner, verify_batch
 
-__all__ = ["decode_envelope", "parse_batch", "submit_batch"]
+__all__ = ["decode_envelope", "parse_batch", "submit_batch", "submit_shuffled_batch"]
 
 
 def parse_batch(body: Any, *, max_batch: int) -> list[Any]:
@@ -138,3 +140,61 @@ def submit_batch(
     for result in results:
         counts[result["status"]] += 1
     return {"results": results, **counts}
+
+
+def submit_shuffled_batch(store: Store, config: CampaignConfig, private_key: bytes, body: Any) -> dict[str, Any]:
+    """Process one batch a shuffled campaign's shuffler forwarded; return the reply body.
+
+    The batch must be signed by the shuffler the descriptor names (``shuffler.verify_key``; 403 otherwise,
+    nothing stored) and hold at least ``shuffler.min_batch`` inner ciphertexts (400 otherwise: a batch below
+    the threshold is never stored, so never part of an estimate). Each ciphertext is decrypted with the
+    campaign key and decoded; one that does not open or decode is counted as rejected (it came from a
+    device the shuffler could not check, since it cannot read the inner layer). The rest are stored with
+    ``report_id``/``pseudonym`` derived from the ciphertext's SHA-256, which says nothing about the device,
+    and the batch id is recorded in the same transaction, so the same batch sent twice is stored once.
+    """
+    if config.status != "open":
+        raise CampaignClosed(f"campaign {config.id!r} is closed; no more batches are accepted")
+    if config.trust_model != "shuffled" or config.shuffler is None:
+        raise BadRequest(
+            f"campaign {config.id!r} is {config.trust_model}: it takes envelopes from devices at "
+            f"/api/v1/campaigns/{config.id}/reports, not shuffled batches"
+        )
+    assert config.padded_length is not None
+    try:
+        batch = ShuffledBatch.from_json(body, inner_bytes=48 + config.padded_length)
+    except InvalidReport as exc:
+        raise BadRequest(str(exc)) from exc
+    threshold = config.shuffler.min_batch
+    if len(batch.reports) < threshold:
+        raise BadRequest(
+            f"a batch of campaign {config.id!r} must hold at least {threshold} reports (its declared min_batch), "
+            f"got {len(batch.reports)}; nothing was stored"
+        )
+    if not verify_batch(config.shuffler.verify_key_bytes, config.id, batch):
+        raise PermissionDenied(
+            f"the batch signature does not verify under the shuffler key registered with campaign {config.id!r}; "
+            "only that shuffler may forward batches to it"
+        )
+    mechanism = config.build_mechanism()
+    rows: list[ReportRow] = []
+    for ct in batch.reports:
+        try:
+            payload = open_inner(ct, campaign_id=config.id, private_key=private_key, padded_length=config.padded_length)
+            report = config.decode(payload).value
+        except InvalidReport:
+            continue
+        digest = hashlib.sha256(ct).hexdigest()
+        rows.append(ReportRow(
+            report_id=digest[:32], pseudonym=digest, groups={},
+            report_json=json.dumps(mechanism.encode_report(report), separators=(",", ":")),
+            support=tuple(mechanism.support(report)),
+        ))  # fmt: skip
+    status, accepted = store.ingest_batch(config.id, batch.batch_id, len(batch.reports), rows, k=config.k)
+    return {
+        "batch_id": batch.batch_id,
+        "status": status,
+        "n": len(batch.reports),
+        "accepted": accepted,
+        "rejected": len(batch.reports) - len(rows) if status == "accepted" else 0,
+    }

@@ -64,6 +64,12 @@ Version 10 makes a report id a retry only *of the same device*: the primary key 
 made the device's own envelope a "duplicate": an observer who saw an undelivered envelope could post its
 own signed answer under that report id first, and the device's report was settled as delivered while
 never counted. The table is rebuilt (SQLite cannot alter a primary key) and its rows copied.
+
+Version 11 adds ``shuffled_batches`` (the shuffled trust model, ``docs/trust-models.md``): one row per
+batch a campaign's shuffler forwarded, keyed by its batch id so that a batch sent again (the shuffler
+retrying after a lost answer) is recognised and stored once, with the number of inner ciphertexts it held
+and how many were accepted; the central (ε, δ) of the campaign is computed from these sizes. No time finer
+than a day is kept, as for reports.
 """
 
 from __future__ import annotations
@@ -290,8 +296,21 @@ _V10: tuple[str, ...] = (
     "ALTER TABLE reports_v10 RENAME TO reports",
 )
 
+_V11: tuple[str, ...] = (
+    """
+    CREATE TABLE shuffled_batches (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        batch_id     BLOB NOT NULL,
+        n            INTEGER NOT NULL,
+        accepted     INTEGER NOT NULL,
+        received_day TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, batch_id)
+    ) WITHOUT ROWID
+    """,
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)

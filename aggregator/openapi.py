@@ -65,6 +65,21 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+_SHUFFLER = {
+    "type": "object",
+    "description": "shuffled campaigns only: the shuffler devices send to (its GET /api/v1/shuffler lists "
+    "its keys) and the batch threshold",
+    "required": ["url", "public_key", "verify_key", "min_batch"],
+    "additionalProperties": False,
+    "properties": {
+        "url": {"type": "string", "maxLength": 2000},
+        "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
+        "verify_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
+        "min_batch": {"type": "integer", "minimum": 2, "maximum": 100000},
+    },
+}
+
+
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
@@ -181,7 +196,7 @@ _SCHEMAS: dict[str, Any] = {
             "epsilon": {"type": "number", "minimum": CAMPAIGN_EPSILON[0], "maximum": CAMPAIGN_EPSILON[1]},
             "mechanism": {"type": "string", "enum": ["auto", "binary-rr", "grr", "oue", "olh", "none"]},
             "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
-            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "budget": {
                 "type": "number",
                 "nullable": True,
@@ -209,6 +224,7 @@ _SCHEMAS: dict[str, Any] = {
                 "device counts once per round, each round is estimated on its own)",
             },
             "release_policy": _POLICY_BODY,
+            "shuffler": _SHUFFLER,
             "admission": {
                 "type": "object",
                 "description": "require an admission token with every report; the aggregator generates the "
@@ -237,7 +253,7 @@ _SCHEMAS: dict[str, Any] = {
             "format_version": {"type": "integer"},
             "suite": {"type": "string"},
             "status": {"type": "string", "enum": ["open", "closed"]},
-            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "budget": _NUM_OR_NULL,
             "adjacency": {"type": "string", "nullable": True},
             "group_values": {
@@ -251,6 +267,7 @@ _SCHEMAS: dict[str, Any] = {
                 "enum": [True],
                 "description": "present (and true) only for a recurring campaign, which collects in rounds",
             },
+            "shuffler": _SHUFFLER,
             "admission": {
                 "type": "object",
                 "description": "present only when every report must carry an admission token (Privacy Pass, "
@@ -402,7 +419,7 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["campaign_id", "trust_model", "epsilon", "level"],
         "properties": {
             "campaign_id": {"type": "string"},
-            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "mechanism": {"type": "string"},
             "epsilon": {"type": "number"},
             "n": {"type": "integer", "minimum": 0},
@@ -707,6 +724,48 @@ _PATHS: dict[str, Any] = {
                 "200": _json(_ref("BatchResult"), "each report accepted, duplicate or rejected; accepted "
                              "ones are durably stored"),
                 **_errors(400, 404, 409, 413, 415),
+            },
+        }
+    },
+    "/api/v1/campaigns/{campaign_id}/batches": {
+        "post": {
+            "operationId": "submitShuffledBatch",
+            "summary": "A shuffled campaign's batch from its shuffler: signed by the shuffler's registered "
+            "Ed25519 key, at least the campaign's min_batch inner ciphertexts, stored once per batch_id",
+            "security": _PUBLIC,
+            "parameters": [_CAMPAIGN_ID],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["batch_id", "reports", "sig"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "batch_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                                "reports": {"type": "array", "items": {"type": "string"}},
+                                "sig": {"type": "string"},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "batch_id": {"type": "string"},
+                            "status": {"type": "string", "enum": ["accepted", "duplicate"]},
+                            "n": {"type": "integer"},
+                            "accepted": {"type": "integer"},
+                            "rejected": {"type": "integer"},
+                        },
+                    },
+                    "the batch is stored (or was already): durable when this returns",
+                ),
+                **_errors(400, 403, 404, 409, 413, 415),
             },
         }
     },

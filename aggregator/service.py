@@ -44,7 +44,7 @@ CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
         "adjacency", "group_values", "recurring", "release_policy", "delta", "budget_delta", "budget_rho",
-        "group_size", "admission",
+        "group_size", "admission", "shuffler",
     }
 )
 _REQUIRED = ("id", "question", "categories", "epsilon")
@@ -109,7 +109,13 @@ class Service:
     """Campaigns, reports and estimates of one data dir: the store plus the campaign keys."""
 
     def __init__(
-        self, data_dir: Path, *, database: Path, max_batch: int = 1000, max_group_values: int = MAX_GROUP_VALUES_DEFAULT
+        self,
+        data_dir: Path,
+        *,
+        database: Path,
+        max_batch: int = 1000,
+        max_group_values: int = MAX_GROUP_VALUES_DEFAULT,
+        max_body: int = 8 * 1024 * 1024,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.store = Store(database)
@@ -117,6 +123,7 @@ class Service:
         self.issuer_keys = IssuerKeys(data_dir)
         self.max_batch = max_batch
         self.max_group_values = max_group_values
+        self.max_body = max_body
         self.check_keys()
 
     def check_keys(self) -> list[KeyProblem]:
@@ -170,8 +177,15 @@ class Service:
             budget_rho=body.get("budget_rho"),
             group_size=body.get("group_size"),
             admission=admission,
+            shuffler=body.get("shuffler") if isinstance(body.get("shuffler"), dict) else None,
         )
+        if "shuffler" in body and not isinstance(body["shuffler"], dict):
+            raise InvalidConfig(
+                "'shuffler' must be an object: url, public_key, verify_key, min_batch (the shuffler's GET "
+                "/api/v1/shuffler lists its keys)"
+            )
         _check_group_cells(config)
+        self._check_batch_fits(config)
         policy = None
         if "release_policy" in body:
             if config.trust_model != "central":
@@ -190,7 +204,9 @@ class Service:
                 conn,
                 config.id,
                 config.to_json(),
-                trust_model=config.trust_model,
+                # the column (CHECK local|central) marks the curator's bookkeeping; a shuffled campaign's reports
+                # are ε₀-LDP as a local one's, and its descriptor (config_json) says "shuffled"
+                trust_model="central" if config.trust_model == "central" else "local",
                 budget=config.budget,
                 adjacency=config.adjacency,
             )
@@ -203,6 +219,19 @@ class Service:
                     updated_by="admin",
                 )
         return config.to_json()
+
+    def _check_batch_fits(self, config: CampaignConfig) -> None:
+        """A shuffled campaign's smallest batch must fit one request to this aggregator."""
+        if config.shuffler is None or config.padded_length is None:
+            return
+        per_report = 4 * -(-(48 + config.padded_length) // 3) + 3  # base64url of one inner ciphertext, quoted
+        needed = config.shuffler.min_batch * per_report + 512
+        if needed > self.max_body:
+            fits = (self.max_body - 512) // per_report
+            raise InvalidConfig(
+                f"'shuffler.min_batch' {config.shuffler.min_batch} does not fit one request to this aggregator "
+                f"({needed:,} bytes, its limit is {self.max_body:,}); declare at most {fits} or raise --max-body-bytes"
+            )
 
     def issue_tokens(self, campaign_id: str, body: Any) -> dict[str, Any]:
         """Blind-sign an account's token requests for a campaign with admission tokens (issuer route).
@@ -285,10 +314,22 @@ class Service:
     def submit_reports(self, campaign_id: str, body: Any) -> dict[str, Any]:
         """Process one batch of envelopes for the campaign (see :mod:`deniable.aggregator.ingest`)."""
         config = self.campaign(campaign_id)
+        if config.trust_model == "shuffled":
+            assert config.shuffler is not None
+            raise InvalidParameter(
+                f"campaign {campaign_id!r} is shuffled: devices send their reports to its shuffler at "
+                f"{config.shuffler.url}, never to the aggregator (which would see who sent what)"
+            )
         private_key = self.keyring.private_key(campaign_id, config.public_key_bytes)
         return ingest.submit_batch(
             self.store, config, private_key, body, max_batch=self.max_batch, max_group_values=self.max_group_values
         )
+
+    def submit_shuffled_batch(self, campaign_id: str, body: Any) -> dict[str, Any]:
+        """Store one signed batch from the campaign's shuffler (see :func:`ingest.submit_shuffled_batch`)."""
+        config = self.campaign(campaign_id)
+        private_key = self.keyring.private_key(campaign_id, config.public_key_bytes)
+        return ingest.submit_shuffled_batch(self.store, config, private_key, body)
 
     def estimate(
         self,

@@ -565,84 +565,133 @@ class Store:
         value past its cap is ``("rejected", reason)`` and changes nothing; the check runs in the same
         transaction as the insert, so concurrent batches cannot pass the cap together.
         """
+        with self.transaction() as conn:
+            return self._ingest(conn, campaign_id, reports, k=k, group_fields=group_fields,
+                                capped_fields=capped_fields, max_rounds=max_rounds)  # fmt: skip
+
+    def ingest_batch(
+        self, campaign_id: str, batch_id: str, n: int, reports: Sequence[ReportRow], *, k: int
+    ) -> tuple[str, int]:
+        """Store one shuffled batch (``n`` inner ciphertexts, ``reports`` the ones that decoded) exactly once.
+
+        In ONE transaction: a ``batch_id`` already stored changes nothing and gives ``("duplicate", its
+        accepted count)``; otherwise the reports are ingested as :meth:`ingest` does (each keyed by the hash
+        of its ciphertext, so the same ciphertext in two batches counts once) and the batch is recorded
+        with its size, giving ``("accepted", reports newly stored)``.
+        """
+        raw_id = bytes.fromhex(batch_id)
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT accepted FROM shuffled_batches WHERE campaign_id = ? AND batch_id = ?", (campaign_id, raw_id)
+            ).fetchone()
+            if row is not None:
+                return "duplicate", int(row[0])
+            outcomes = self._ingest(
+                conn, campaign_id, reports, k=k, group_fields=(), capped_fields=None, max_rounds=None
+            )
+            accepted = sum(status == "accepted" for status, _ in outcomes)
+            conn.execute(
+                "INSERT INTO shuffled_batches (campaign_id, batch_id, n, accepted, received_day)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (campaign_id, raw_id, n, accepted, _utc_now().date().isoformat()),
+            )
+            return "accepted", accepted
+
+    def shuffled_batches(self, campaign_id: str) -> list[tuple[int, int]]:
+        """``(n, accepted)`` of every batch the campaign's shuffler forwarded (in no particular order)."""
+        rows = self.connection().execute(
+            "SELECT n, accepted FROM shuffled_batches WHERE campaign_id = ?", (campaign_id,)
+        ).fetchall()
+        return [(int(n), int(accepted)) for n, accepted in rows]
+
+    def _ingest(
+        self,
+        conn: sqlite3.Connection,
+        campaign_id: str,
+        reports: Sequence[ReportRow],
+        *,
+        k: int,
+        group_fields: Sequence[str],
+        capped_fields: Mapping[str, int] | None,
+        max_rounds: int | None,
+    ) -> list[tuple[str, str | None]]:
         now = _utc_now()
         day, hour = now.date().isoformat(), hour_of(now)
-        with self.transaction() as conn:
-            status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
-            if status is None:
-                raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
-            if status[0] != "open":
-                raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
-            ids = [bytes.fromhex(r.report_id) for r in reports]
-            devices = [bytes.fromhex(r.pseudonym) for r in reports]
-            known_ids = self._existing_reports(conn, campaign_id, ids)
-            known_devices = self._existing_devices(
-                conn, campaign_id, [(r.round, d) for r, d in zip(reports, devices, strict=True)]
+        status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+        if status is None:
+            raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
+        if status[0] != "open":
+            raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
+        ids = [bytes.fromhex(r.report_id) for r in reports]
+        devices = [bytes.fromhex(r.pseudonym) for r in reports]
+        known_ids = self._existing_reports(conn, campaign_id, ids)
+        known_devices = self._existing_devices(
+            conn, campaign_id, [(r.round, d) for r, d in zip(reports, devices, strict=True)]
+        )
+        spent = self._spent_tokens(conn, campaign_id, [r.token_nonce for r in reports if r.token_nonce])
+        new_tokens: list[tuple[str, bytes, str]] = []
+        outcomes: list[tuple[str, str | None]] = []
+        rows: list[tuple[str | bytes, ...]] = []
+        deltas: dict[tuple[str, str, str], list[int]] = {}
+        group_keys: dict[tuple[tuple[str, str], ...], str] = {}
+        caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
+        domains: dict[str, set[str]] = {}
+        for report, report_id, device in zip(reports, ids, devices, strict=True):
+            if (report_id, device) in known_ids:  # a retry of this device's report, not another's id
+                outcomes.append(("duplicate", _SAME_REPORT))
+                continue
+            if (report.round, device) in known_devices:
+                outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
+                continue
+            refusal = self._domain_refusal(conn, campaign_id, report, caps, domains)
+            if refusal is not None:
+                outcomes.append(("rejected", refusal))
+                continue
+            if report.token_nonce is not None:
+                if report.token_nonce in spent:
+                    outcomes.append(("rejected", _SPENT_TOKEN))
+                    continue
+                spent.add(report.token_nonce)
+                new_tokens.append((campaign_id, report.token_nonce, day))
+            known_ids.add((report_id, device))
+            known_devices.add((report.round, device))
+            outcomes.append(("accepted", None))
+            items = tuple(report.groups.items())
+            groups_json = group_keys.get(items)
+            if groups_json is None:
+                groups_json = group_keys[items] = _compact(report.groups)
+            rows.append((campaign_id, report_id, report.round, device, groups_json, report.report_json, day))
+            keys = [(report.round, *OVERALL)] + [
+                (report.round, f, report.groups[f]) for f in group_fields if f in report.groups
+            ]
+            for key in keys:
+                delta = deltas.get(key)
+                if delta is None:
+                    delta = deltas[key] = [0] * (k + 1)
+                delta[k] += 1
+                for v in report.support:
+                    delta[v] += 1
+        if rows:
+            conn.executemany(
+                "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
+                " received_day) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
-            spent = self._spent_tokens(conn, campaign_id, [r.token_nonce for r in reports if r.token_nonce])
-            new_tokens: list[tuple[str, bytes, str]] = []
-            outcomes: list[tuple[str, str | None]] = []
-            rows: list[tuple[str | bytes, ...]] = []
-            deltas: dict[tuple[str, str, str], list[int]] = {}
-            group_keys: dict[tuple[tuple[str, str], ...], str] = {}
-            caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
-            domains: dict[str, set[str]] = {}
-            for report, report_id, device in zip(reports, ids, devices, strict=True):
-                if (report_id, device) in known_ids:  # a retry of this device's report, not another's id
-                    outcomes.append(("duplicate", _SAME_REPORT))
-                    continue
-                if (report.round, device) in known_devices:
-                    outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
-                    continue
-                refusal = self._domain_refusal(conn, campaign_id, report, caps, domains)
-                if refusal is not None:
-                    outcomes.append(("rejected", refusal))
-                    continue
-                if report.token_nonce is not None:
-                    if report.token_nonce in spent:
-                        outcomes.append(("rejected", _SPENT_TOKEN))
-                        continue
-                    spent.add(report.token_nonce)
-                    new_tokens.append((campaign_id, report.token_nonce, day))
-                known_ids.add((report_id, device))
-                known_devices.add((report.round, device))
-                outcomes.append(("accepted", None))
-                items = tuple(report.groups.items())
-                groups_json = group_keys.get(items)
-                if groups_json is None:
-                    groups_json = group_keys[items] = _compact(report.groups)
-                rows.append((campaign_id, report_id, report.round, device, groups_json, report.report_json, day))
-                keys = [(report.round, *OVERALL)] + [
-                    (report.round, f, report.groups[f]) for f in group_fields if f in report.groups
-                ]
-                for key in keys:
-                    delta = deltas.get(key)
-                    if delta is None:
-                        delta = deltas[key] = [0] * (k + 1)
-                    delta[k] += 1
-                    for v in report.support:
-                        delta[v] += 1
-            if rows:
-                conn.executemany(
-                    "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
-                    " received_day) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                self._add_tallies(conn, campaign_id, deltas, k)
-                arrivals: dict[str, int] = {}
-                for row in rows:
-                    arrivals[str(row[2])] = arrivals.get(str(row[2]), 0) + 1
-                conn.executemany(
-                    "INSERT INTO report_arrivals (campaign_id, round, hour, n) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (campaign_id, round, hour) DO UPDATE SET n = n + excluded.n",
-                    [(campaign_id, round_, hour, n) for round_, n in arrivals.items()],
-                )
-                conn.executemany(
-                    "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?)", new_tokens
-                )
-                conn.execute(
-                    "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
-                )
+            self._add_tallies(conn, campaign_id, deltas, k)
+            arrivals: dict[str, int] = {}
+            for row in rows:
+                arrivals[str(row[2])] = arrivals.get(str(row[2]), 0) + 1
+            conn.executemany(
+                "INSERT INTO report_arrivals (campaign_id, round, hour, n) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (campaign_id, round, hour) DO UPDATE SET n = n + excluded.n",
+                [(campaign_id, round_, hour, n) for round_, n in arrivals.items()],
+            )
+            conn.executemany(
+                "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?)", new_tokens
+            )
+            conn.execute(
+                "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
+            )
         return outcomes
 
     def _domain_refusal(

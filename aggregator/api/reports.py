@@ -44,3 +44,9 @@ def submit(campaign_id: str) -> dict[str, Any]:
     body = json_body()
     _spend_ingestion_tokens(body)
     return current_service().submit_reports(campaign_id, body)
+
+
+@bp.post("/<campaign_id>/batches")
+def submit_batch(campaign_id: str) -> dict[str, Any]:
+    """A shuffled campaign's batch from its shuffler (signed); stored once per batch id, durable on return."""
+    return current_service().submit_shuffled_batch(campaign_id, json_body())
