@@ -42,6 +42,7 @@ __all__ = [
 COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.commands",
     "deniable.aggregator.backup",
+    "deniable.aggregator.shuffler.command",
     "deniable.analyst.cli",
     "deniable.client.cli",
     "deniable.aggregator.compare",

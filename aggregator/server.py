@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -249,7 +249,14 @@ def gunicorn_options(
 class AggregatorServer(BaseApplication):  # type: ignore[misc]
     """gunicorn application serving ``Front(a2wsgi(create_app(app_config)))`` with the given options."""
 
-    def __init__(self, app_config: Mapping[str, Any], options: Mapping[str, Any], settings: FrontSettings) -> None:
+    def __init__(
+        self,
+        app_config: Mapping[str, Any],
+        options: Mapping[str, Any],
+        settings: FrontSettings,
+        factory: Callable[[Mapping[str, Any]], Any] = create_app,
+    ) -> None:
+        self.factory = factory  # the shuffler (deniable shuffle) serves its own app on the same stack
         self.app_config = dict(app_config)
         self.options = dict(options)
         self.settings = replace(settings, max_body=int(self.app_config.get("MAX_CONTENT_LENGTH", settings.max_body)))
@@ -261,6 +268,6 @@ class AggregatorServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         threads = int(self.options.get("threads", 4))
-        wsgi: Any = create_app(self.app_config)
+        wsgi: Any = self.factory(self.app_config)
         asgi: Any = WSGIMiddleware(wsgi, workers=threads)
         return Front(asgi, self.settings)

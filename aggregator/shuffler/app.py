@@ -1,0 +1,87 @@
+"""The shuffler's HTTP API (a Flask app served by the same stack as the aggregator: gunicorn, uvicorn, the
+front's header, body and rate limits, :mod:`deniable.aggregator.server`).
+
+* ``POST /api/v1/campaigns/<id>/reports`` (public, devices): 1..1000 shuffled envelopes; the reply has the
+  aggregator's shape, one verdict per report, sent only after the accepted ones are committed;
+* ``GET /api/v1/shuffler`` (public): the shuffler's public keys and the aggregator it forwards to, what the
+  aggregator's admin registers in a shuffled campaign;
+* ``GET /api/v1/status`` (public): counts only (reports pending, batches waiting, forwarded) per campaign;
+* ``GET /healthz``: the database answers.
+
+Errors have the API's JSON shape; nothing a client sends gives a 5xx (502 only when the aggregator cannot be
+reached for a campaign this shuffler has never seen). Each worker process runs a forwarder thread
+(:meth:`~deniable.aggregator.shuffler.service.Shuffler.run_forwarder`) when ``FORWARD_INTERVAL`` is set.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Flask, current_app
+
+from deniable.aggregator.api.reports import _spend_ingestion_tokens
+from deniable.aggregator.bodies import json_body
+from deniable.aggregator.http_errors import register_error_handlers
+from deniable.aggregator.shuffler.service import Shuffler
+
+__all__ = ["create_shuffler_app"]
+
+bp = Blueprint("shuffler", __name__)
+
+
+def _shuffler() -> Shuffler:
+    shuffler: Shuffler = current_app.extensions["deniable-shuffler"]
+    return shuffler
+
+
+@bp.get("/healthz")
+def healthz() -> dict[str, Any]:
+    _shuffler().store.connection().execute("SELECT 1").fetchone()
+    return {"status": "ok"}
+
+
+@bp.get("/api/v1/shuffler")
+def info() -> dict[str, Any]:
+    return _shuffler().info()
+
+
+@bp.get("/api/v1/status")
+def status() -> dict[str, Any]:
+    return _shuffler().status()
+
+
+@bp.post("/api/v1/campaigns/<campaign_id>/reports")
+def submit(campaign_id: str) -> dict[str, Any]:
+    body = json_body()
+    _spend_ingestion_tokens(body)
+    return _shuffler().submit(campaign_id, body)
+
+
+def create_shuffler_app(config: Mapping[str, Any]) -> Flask:
+    """A shuffler app over ``config["DATA_DIR"]`` forwarding to ``config["UPSTREAM"]``; with
+    ``FORWARD_INTERVAL`` (seconds) it starts its forwarder thread (one per worker process)."""
+    data_dir = Path(config["DATA_DIR"]).resolve()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    app = Flask(__name__, static_folder=None, instance_path=str(data_dir))
+    app.config.update({"MAX_CONTENT_LENGTH": 8 * 1024 * 1024, **config})
+    shuffler = Shuffler(
+        data_dir,
+        upstream=str(config["UPSTREAM"]),
+        upstream_max_body=int(config.get("UPSTREAM_MAX_BODY", 8 * 1024 * 1024)),
+    )
+    app.extensions["deniable-shuffler"] = shuffler
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.register_blueprint(bp)
+    register_error_handlers(app)
+    interval = config.get("FORWARD_INTERVAL")
+    if interval:
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=shuffler.run_forwarder, args=(stop, float(interval)), name="deniable-forwarder", daemon=True
+        )
+        thread.start()
+        app.extensions["deniable-forwarder"] = (thread, stop)
+    return app
