@@ -86,6 +86,8 @@ def pin_summary(config: CampaignConfig) -> dict[str, Any]:
     summary["categories_sha256"] = hashlib.sha256(canonical_json(full["categories"])).hexdigest()
     summary["question_sha256"] = hashlib.sha256(canonical_json(full["question"])).hexdigest()
     summary["group_fields"] = full["group_fields"]
+    if config.shuffler is not None:  # where the outbox delivers, also after a restart while offline
+        summary["shuffler_url"] = config.shuffler.url
     return summary
 
 

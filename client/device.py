@@ -178,7 +178,25 @@ class Client:
             batch_size=batch_size,
             policy=retry,
             max_age=self.outbox_max_age,
+            route=self._route,
         )
+        self._timeout = timeout
+        self._shufflers: dict[str, Transport] = {}
+
+    def _route(self, campaign_id: str) -> Transport:
+        """Where the campaign's reports go: its shuffler (a shuffled campaign, known from the validated config
+        or the pin) or the aggregator."""
+        config = self._configs.get(campaign_id)
+        url = None if config is None or config.shuffler is None else config.shuffler.url
+        if config is None:
+            pinned = self._state.pinned(campaign_id)
+            url = None if pinned is None else json.loads(pinned[1]).get("shuffler_url")
+        if url is None:
+            return self._transport
+        transport = self._shufflers.get(url)
+        if transport is None:
+            transport = self._shufflers[url] = HTTPTransport(url, timeout=self._timeout)
+        return transport
 
     @property
     def state_dir(self) -> str | None:

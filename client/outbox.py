@@ -338,11 +338,13 @@ class Outbox:
         policy: RetryPolicy | None = None,
         max_age: float,
         clock: Callable[[], float] = time.time,
+        route: Callable[[str], Transport] | None = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= MAX_BATCH:
             raise InvalidParameter(f"'batch_size' must be an integer in [1, {MAX_BATCH}], got {batch_size!r}")
         self._state = state
         self._transport = transport
+        self._route = route  # the transport of a campaign (its shuffler for a shuffled one); None: transport
         self._lock = lock
         self._flush_lock = threading.Lock()
         self.batch_size = batch_size
@@ -401,7 +403,9 @@ class Outbox:
                 return None
             after = batch[-1].seq
             envelopes = [json.loads(entry.envelope) for entry in batch]
-            delivery = post_batch(self._transport, campaign_id, envelopes, self.policy)
+            with self._lock:
+                transport = self._transport if self._route is None else self._route(campaign_id)
+            delivery = post_batch(transport, campaign_id, envelopes, self.policy)
             failure = delivery.failure
             with self._lock:
                 self._state.settle(

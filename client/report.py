@@ -18,6 +18,7 @@ from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope
 from deniable.shared.errors import InvalidConfig
 from deniable.shared.sampling import RandBelow
+from deniable.shared.shuffle import ShuffledEnvelope, seal_shuffled
 from deniable.shared.tokens import Token
 
 __all__ = ["central_refusal", "privacy_cost", "randomize_index", "seal_answer"]
@@ -62,12 +63,28 @@ def seal_answer(
     report_id: str | None = None,
     round: str | None = None,
     token: Token | None = None,
-) -> Envelope:
+) -> Envelope | ShuffledEnvelope:
     """Seal the payload to the campaign key in the descriptor's format version: bound to campaign id,
     version, report id and the device's pseudonym, padded to the campaign's fixed length and signed with
     the device's campaign key (version 2) (``round``: the round label, for recurring campaigns only;
     ``token``: the admission token the report spends, for campaigns that require one: inside the
-    ciphertext, so bound to this envelope)."""
+    ciphertext, so bound to this envelope).
+
+    A shuffled campaign's report is sealed twice (:func:`deniable.shared.shuffle.seal_shuffled`): the padded
+    ``{"report": ...}`` to the campaign key with nothing that names the device, then that with the device's
+    dedup token (and the admission token) to the shuffler's key, under ``report_id``."""
+    if config.trust_model == "shuffled":
+        assert config.shuffler is not None and config.padded_length is not None
+        return seal_shuffled(
+            config.make_payload(report, groups, round),
+            campaign_id=config.id,
+            aggregator_key=config.public_key_bytes if public_key is None else public_key,
+            padded_length=config.padded_length,
+            shuffler_key=config.shuffler.public_key_bytes,
+            device_secret=device_secret,
+            report_id=report_id,
+            token=None if token is None else token.text,
+        )
     return config.seal(
         config.make_payload(report, groups, round, token),
         device_secret=device_secret,
