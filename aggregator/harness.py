@@ -39,7 +39,7 @@ from typing import Any
 
 from .ratelimit import SIMULATION_ENV
 
-__all__ = ["STARTUP_TIMEOUT", "ServerProcess", "free_port", "running_server"]
+__all__ = ["STARTUP_TIMEOUT", "ServerProcess", "ShufflerProcess", "free_port", "running_server", "running_shuffler"]
 
 #: Seconds :meth:`ServerProcess.start` waits for ``/healthz`` (a loaded 2-core machine needs several).
 STARTUP_TIMEOUT = 30.0
@@ -205,6 +205,61 @@ class ServerProcess:
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
             raise RuntimeError(f"{method} {path} answered {exc.code}: {detail}") from None
+
+
+class ShufflerProcess(ServerProcess):
+    """A ``deniable shuffle`` subprocess forwarding to ``upstream`` every ``interval`` seconds (same lifecycle).
+
+    It takes no tokens; :meth:`info` is its ``GET /api/v1/shuffler`` (the keys a shuffled campaign registers),
+    :meth:`status` its counts per campaign, :meth:`shuffler_object` the campaign's ``shuffler`` object.
+    """
+
+    def __init__(self, data_dir: Path, *, upstream: str, interval: float = 1.0, **options: Any) -> None:
+        super().__init__(data_dir, **options)
+        self.upstream = upstream
+        self.interval = interval
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "deniable.aggregator.cli", "shuffle",
+            "--upstream", self.upstream,
+            "--data-dir", str(self.data_dir),
+            "--host", HOST,
+            "--port", str(self.port),
+            "--workers", str(self.workers),
+            "--interval", str(self.interval),
+            *(() if self.threads is None else ("--threads", str(self.threads))),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def _get(self, path: str) -> Any:
+        with _OPENER.open(self.url + path, timeout=30) as response:
+            return json.loads(response.read())
+
+    def info(self) -> dict[str, Any]:
+        body: dict[str, Any] = self._get("/api/v1/shuffler")
+        return body
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = self._get("/api/v1/status")["campaigns"]
+        return body
+
+    def shuffler_object(self, min_batch: int) -> dict[str, Any]:
+        """The ``shuffler`` object of a campaign that sends its reports through this shuffler."""
+        info = self.info()
+        return {"url": self.url, "public_key": info["public_key"], "verify_key": info["verify_key"],
+                "min_batch": min_batch}  # fmt: skip
+
+
+@contextlib.contextmanager
+def running_shuffler(data_dir: Path, *, upstream: str, **options: Any) -> Iterator[ShufflerProcess]:
+    """``deniable shuffle`` on ``data_dir`` forwarding to ``upstream``, stopped on exit whatever happens."""
+    shuffler = ShufflerProcess(data_dir, upstream=upstream, **options)
+    shuffler.start()
+    try:
+        yield shuffler
+    finally:
+        shuffler.stop()
 
 
 @contextlib.contextmanager

@@ -137,7 +137,8 @@ def test_the_aggregator_takes_only_signed_batches_of_the_threshold_once(pair: An
     assert answer.status_code == 403
     short = {**forged, "reports": forged["reports"][:4]}
     assert aggregator.post("/api/v1/campaigns/direct/batches", json=short).status_code == 400
-    for body in ({}, {"batch_id": "x", "reports": [], "sig": ""}, [1], {"batch_id": "0" * 32, "reports": "x", "sig": "A"}):
+    bad = ({}, {"batch_id": "x", "reports": [], "sig": ""}, [1], {"batch_id": "0" * 32, "reports": "x", "sig": "A"})
+    for body in bad:
         assert aggregator.post("/api/v1/campaigns/direct/batches", json=body).status_code == 400
     assert _n(aggregator, "direct") == 5
 
