@@ -51,14 +51,14 @@ from deniable.shared.base64url import b64url_decode as _b64url_decode
 from deniable.shared.base64url import b64url_encode as _b64url_encode
 from deniable.shared.canonical_json import canonical_json, parse_json_object
 from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, pad_plaintext, unpad_plaintext
+from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.formats import FORMAT_VERSION
 from deniable.shared.ids import DEVICE_SECRET_BYTES, new_report_id
 from deniable.shared.keys import check_public_key, decode_key
 from deniable.shared.keys import load_private as _load_private
 from deniable.shared.keys import load_public as _load_public
-from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
-from deniable.shared.messages import show
 from deniable.shared.limits import SHUFFLE_MIN_BATCH_RANGE
+from deniable.shared.messages import show
 from deniable.shared.sampling import RandBelow
 
 __all__ = [

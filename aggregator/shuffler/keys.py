@@ -16,7 +16,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from deniable.aggregator.secret_files import read_secret, write_secret
-from deniable.shared.envelope import encode_key, generate_keypair, public_key_of
+from deniable.shared.keys import encode_key, generate_keypair, public_key_of
 
 __all__ = ["ShufflerKeys"]
 

@@ -28,7 +28,7 @@ from deniable.aggregator.ingest import parse_batch
 from deniable.aggregator.shuffler.keys import ShufflerKeys
 from deniable.aggregator.shuffler.store import DueBatch, ShufflerStore, Taken
 from deniable.client.transport import HTTPTransport, Transport, error_message
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import (
     CampaignClosed,
     InvalidConfig,

@@ -21,7 +21,7 @@ from support.server import RunningServer, start_server
 from support.shuffler import RunningShuffler, create_shuffled_campaign, start_shuffler, wait_for
 
 from deniable.client import Client
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.shuffle import seal_shuffled, sign_batch
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import _b64url_encode, canonical_json, encode_key
+from deniable.shared.base64url import b64url_encode as _b64url_encode
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import encode_key
 from deniable.shared.shuffle import (
     ShuffledBatch,
     ShuffledEnvelope,

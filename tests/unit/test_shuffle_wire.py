@@ -16,9 +16,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from scipy import stats
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import canonical_json, encode_key, generate_keypair
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidConfig, InvalidReport
+from deniable.shared.keys import encode_key, generate_keypair
 from deniable.shared.sampling import seeded_randbelow
 from deniable.shared.shuffle import (
     ShuffledBatch,

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import _b64url_encode, canonical_json, encode_key, generate_keypair
+from deniable.shared.base64url import b64url_encode as _b64url_encode
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.keys import encode_key, generate_keypair
 from deniable.shared.shuffle import (
     batch_message,
     dedup_token,
