@@ -1,4 +1,4 @@
-"""``deniable demo`` (what ``make demo`` runs): one sensitive question asked under both trust models.
+"""``deniable demo`` (what ``make demo`` runs): one sensitive question asked under three trust models.
 
 1. Starts the real aggregator (``deniable serve`` as a subprocess on a free 127.0.0.1 port, SQLite in a
    temporary data dir, random tokens passed by environment).
@@ -9,7 +9,12 @@
    campaigns through the client SDK (``simulate_fleet``: exact randomization from ``secrets``, HPKE
    envelopes, batched delivery). The central campaign needs the devices' explicit opt-in
    (``allow_central=True``), which the demo gives on the simulated users' behalf and says so.
-4. Prints truth, local estimate ± CI and central release ± CI, and writes the error-against-n figure of
+   A third, **shuffled**, campaign goes through a real shuffler (``deniable shuffle``, a second subprocess
+   with its own data dir and keys): its devices randomize at the ε₀ whose shuffled batch of n is
+   (ε, 10⁻⁶)-DP to the aggregator (:func:`deniable.shared.amplification.local_epsilon_for`), so all three
+   give the aggregator the same ε; the shuffler forwards the n reports as one batch.
+4. Prints truth, local estimate ± CI, shuffled estimate ± CI and central release ± CI, and writes the
+   error-against-n figure of
    ``deniable compare`` with this run's two standard errors marked, to ``deniable-demo.png`` in the ``--out``
    folder (default: the working directory; ``make demo`` uses ``demo-output/``), and prints its path.
 
@@ -36,7 +41,7 @@ from deniable.shared.descriptor import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 
-from .harness import ServerProcess, running_server
+from .harness import ServerProcess, running_server, running_shuffler
 from .plots import plot_path
 
 __all__ = ["register", "run_demo"]
@@ -66,6 +71,8 @@ def _fleet(server: ServerProcess, campaign_id: str, answers: list[str], *, centr
 
 #: δ of the demo's central Gaussian release and of its (ε, δ) budget.
 DELTA = 1e-5
+#: δ of the shuffled batch's central guarantee.
+SHUFFLE_DELTA = 1e-6
 
 
 def _row(label: str, body: dict[str, Any]) -> tuple[str, float, float, float]:
@@ -144,6 +151,8 @@ def run_demo(
             # the simulation lifts the per-address limits, but limits set in the caller's environment win
             extra_env={name: os.environ[name] for name in SIMULATION_ENV if name in os.environ},
         ) as server,
+        running_shuffler(Path(tmp) / "shuffler", upstream=server.url, interval=0.2,
+                         log_path=Path(tmp) / "shuffler.log") as shuffler,
     ):
         print(f"aggregator running at {server.url} (data in {tmp}, removed at the end)", flush=True)
         common = {"question": QUESTION, "categories": CATEGORIES, "epsilon": epsilon}
@@ -155,8 +164,27 @@ def run_demo(
             body={"id": "demo-central", "trust_model": "central", "budget": budget, "budget_delta": DELTA,
                   "delta": DELTA, **common},
         )
-        print(f"{n} simulated respondents answer both campaigns ({truth} hold 'yes')", flush=True)
+        from deniable.shared.amplification import local_epsilon_for
+        from deniable.shared.limits import SHUFFLE_MIN_BATCH_RANGE
+
+        batch = min(n, SHUFFLE_MIN_BATCH_RANGE[1])  # batches of at most 10⁵; ε₀ is chosen for that size
+        forwarded = n // batch * batch  # a remainder below the threshold stays at the shuffler
+        epsilon0 = local_epsilon_for(batch, epsilon, SHUFFLE_DELTA, steps=12)
+        server.call(
+            "POST", "/api/v1/campaigns", role="admin",
+            body={"id": "demo-shuffled", "question": QUESTION, "categories": CATEGORIES, "epsilon": epsilon0,
+                  "trust_model": "shuffled", "delta": SHUFFLE_DELTA, "shuffler": shuffler.shuffler_object(batch)},
+        )  # fmt: skip
+        print(f"shuffler running at {shuffler.url} (another party's data dir and keys), forwarding to the aggregator")
+        print(f"{n} simulated respondents answer the three campaigns ({truth} hold 'yes')", flush=True)
         _fleet(server, "demo-local", answers, central=False, label="local   (randomized on device)")
+        _fleet(server, "demo-shuffled", answers, central=False, label=f"shuffled (ε₀ = {epsilon0:.3g}, via shuffler)")
+        deadline = time.monotonic() + 120
+        path = "/api/v1/campaigns/demo-shuffled/estimate"
+        while (shuffled := server.call("GET", path, role="analyst"))["n"] < forwarded:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the shuffler did not forward its batch within 120 s (see its log)")
+            time.sleep(0.2)
         print("the central campaign receives raw answers: each simulated user opted in to trust the curator")
         _fleet(server, "demo-central", answers, central=True, label="central (raw to the curator)  ")
         local = server.call("GET", "/api/v1/campaigns/demo-local/estimate", role="analyst")
@@ -164,6 +192,7 @@ def run_demo(
         gaussian = server.call("GET", "/api/v1/campaigns/demo-central/estimate?noise=gaussian", role="analyst")
         rows = [
             _row(f"local ({local['mechanism']})", local),
+            _row(f"shuffled (ε₀ = {epsilon0:.3g})", shuffled),
             _row(f"central ({central['noise']})", central),
             _row(f"central ({gaussian['noise']}, δ = {DELTA:g})", gaussian),
         ]
@@ -183,24 +212,33 @@ def run_demo(
             f"at δ = {DELTA:g} ({books['left']:.3g} left; by rule: {rules}; ρ = {books['rho']:.3g}); "
             f"local: ε = {epsilon:g} once per device"
         )
+        privacy = shuffled["privacy"]
         print(
-            f"the local error is {rows[0][3] / rows[1][3]:.0f}x the central one; the central model's price is "
-            "that the server holds every raw answer"
+            f"shuffled: each device randomized at ε₀ = {epsilon0:.3g} (its guarantee if the shuffler colludes); the "
+            f"aggregator saw one batch of {privacy['smallest_batch']}, "
+            f"({privacy['epsilon']:.3g}, {SHUFFLE_DELTA:g})-DP "
+            f"({privacy['method']})"
+        )
+        print(
+            f"the local error is {rows[0][3] / rows[2][3]:.0f}x the central one and {rows[0][3] / rows[1][3]:.1f}x the "
+            "shuffled one; the central model's price is that the server holds every raw answer, the shuffled "
+            "model's that the shuffler and the aggregator must not collude"
         )
         if plot is not None:
             from .compare import error_curves
             from .plots import plot_error_curves
 
             curves = error_curves(
-                epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000
+                epsilons=sorted({0.5, 1.0, 2.0, epsilon}), p=p, k=2, trials=200, rng=rng, n_max=1_000_000,
+                shuffle_delta=SHUFFLE_DELTA, shuffled_epsilons=[epsilon],
             )
             markers = [(f"this run: {label}", float(n), stderr) for label, _, _, stderr in rows]
-            title = f"local vs central count error, p = {p:g}"
+            title = f"local, shuffled and central count error, p = {p:g}"
             written = plot_error_curves(curves, plot, title=title, markers=markers)
             print(f"comparison plot written to {written.absolute()}")
         _dashboard(server, Path(tmp), keep=dashboard)
     print("server stopped; nothing left running")
-    return {"truth": truth, "local": local, "central": central, "plot": plot}
+    return {"truth": truth, "local": local, "shuffled": shuffled, "central": central, "plot": plot}
 
 
 def _run(args: argparse.Namespace) -> int:

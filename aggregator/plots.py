@@ -51,7 +51,8 @@ def plot_error_curves(
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     for curve in curves:
         central = curve.model.startswith("central")
-        style = "--" if central else "-"
+        shuffled = curve.model.startswith("shuffled")
+        style = "--" if central else (":" if shuffled else "-")
         colour = colours[curve.epsilon]
         ax.plot(
             curve.n,
@@ -61,7 +62,8 @@ def plot_error_curves(
             lw=1.6,
             label=f"{curve.model}, ε = {curve.epsilon:g}",
         )
-        ax.plot(curve.measured_n, curve.measured, "s" if central else "o", color=colour, ms=5, mfc="none")
+        shape = "s" if central else ("^" if shuffled else "o")
+        ax.plot(curve.measured_n, curve.measured, shape, color=colour, ms=5, mfc="none")
     for label, n, sd in markers:
         ax.plot([n], [sd], "*", ms=14, color="crimson", zorder=5)
         ax.annotate(label, (n, sd), textcoords="offset points", xytext=(8, 6), fontsize=8, color="crimson")
@@ -69,7 +71,7 @@ def plot_error_curves(
     ax.set_yscale("log")
     ax.set_xlabel("n (respondents)")
     ax.set_ylabel("standard deviation of the estimated count")
-    ax.set_title(f"{title}\nlines: formulas; markers: simulation (o local, □ central)")
+    ax.set_title(f"{title}\nlines: formulas; markers: simulation (o local, △ shuffled, □ central)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, ncol=2, loc="upper left")
     fig.tight_layout()

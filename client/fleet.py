@@ -121,6 +121,10 @@ def simulate_fleet(
     indices = [config.category_index(label) for label in values]  # every label checked before any work
     _check_groups(config, groups, round)
     public_key = config.public_key_bytes
+    # a shuffled campaign's devices post to its shuffler, never to the aggregator (docs/wire-format.md §12)
+    post_link = link if config.shuffler is None or transport is not None else HTTPTransport(
+        config.shuffler.url, timeout=timeout
+    )
 
     def devices(start: int, stop: int) -> list[dict[str, Any]]:
         envelopes = []
@@ -157,7 +161,7 @@ def simulate_fleet(
                     )
                 if progress is not None:
                     progress(done, total)
-            in_flight = sender.submit(post_batch, link, campaign_id, envelopes, policy) if envelopes else None
+            in_flight = sender.submit(post_batch, post_link, campaign_id, envelopes, policy) if envelopes else None
     return FleetResult(
         campaign_id=campaign_id,
         devices=total,

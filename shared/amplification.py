@@ -51,6 +51,7 @@ __all__ = [
     "binary_rr_epsilon",
     "closed_form_epsilon",
     "closed_form_valid",
+    "local_epsilon_for",
     "numerical_delta",
     "numerical_epsilon",
 ]
@@ -292,3 +293,24 @@ def amplify(n: int, epsilon0: float, delta: float, *, numerical: bool = True) ->
         options.append((numeric, "FMT 2021 App. E (numerical)"))
     epsilon, method = min(options)
     return Amplification(n, epsilon0, delta, epsilon, method, closed, numeric)
+
+
+def local_epsilon_for(n: int, epsilon: float, delta: float, *, upper: float = 10.0, steps: int = 16) -> float:
+    """The largest ε₀ (to within (upper − ε)/2^steps, rounded down) whose shuffled batch of ``n`` is
+    (``epsilon``, ``delta``)-DP by :func:`amplify`: the local ε a shuffled campaign may declare to give the
+    aggregator the same guarantee as a central (ε, δ) release. Never below ``epsilon`` (ε₀ = ε is always
+    (ε, δ)-DP by post-processing) nor above ``upper``. Bisection on the monotone map ε₀ ↦ ε(n, ε₀, δ); each
+    step is one :func:`amplify` (about 0.3 s at n = 10⁵ on one core)."""
+    n, epsilon, delta = _check(n, epsilon, delta)
+    if not epsilon < upper <= 20:
+        raise InvalidParameter(f"'upper' must be in ({epsilon:g}, 20], got {upper!r}")
+    lo, hi = epsilon, upper
+    if amplify(n, hi, delta).epsilon <= epsilon:
+        return hi
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if amplify(n, mid, delta).epsilon <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return lo

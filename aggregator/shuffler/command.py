@@ -59,7 +59,8 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     shuffle.add_argument(
         "--ingest-rate", type=float, default=None,
-        help="reports per second one device address may upload, sustained (default: the aggregator's)",
+        help="reports per second one device address may upload, sustained (env DENIABLE_INGEST_RATE; default: "
+        "the aggregator's)",
     )  # fmt: skip
     shuffle.add_argument("--ingest-burst", type=int, default=None, help="reports one address may upload at once")
     shuffle.set_defaults(func=shuffle_command, extra="aggregator")
@@ -98,10 +99,18 @@ def shuffle_command(args: argparse.Namespace) -> int:
     shuffler = Shuffler(data_dir, upstream=args.upstream, upstream_max_body=max_body)  # keys and schema, before fork
     print(f"shuffler public_key: {shuffler.keys.public_key}", flush=True)
     print(f"shuffler verify_key: {shuffler.keys.verify_key}", flush=True)
-    settings = FrontSettings(
-        ingest_rate=args.ingest_rate if args.ingest_rate is not None else limits.INGEST_RATE_DEFAULT,
-        ingest_burst=args.ingest_burst if args.ingest_burst is not None else limits.INGEST_BURST_DEFAULT,
-    )
+    from deniable.aggregator.commands import _env_float
+
+    settings = FrontSettings(  # the same DENIABLE_INGEST_* variables as deniable serve (flags win)
+        ingest_rate=args.ingest_rate if args.ingest_rate is not None
+        else _env_float("INGEST_RATE", limits.INGEST_RATE_DEFAULT),
+        ingest_burst=args.ingest_burst if args.ingest_burst is not None
+        else env_int("INGEST_BURST", limits.INGEST_BURST_DEFAULT),
+    )  # fmt: skip
+    if not limits.RATE_RANGE[0] <= settings.ingest_rate <= limits.RATE_RANGE[1]:
+        raise SystemExit(f"deniable shuffle: --ingest-rate must be in {limits.range_text(limits.RATE_RANGE)}")
+    if not limits.BURST_RANGE[0] <= settings.ingest_burst <= limits.BURST_RANGE[1]:
+        raise SystemExit(f"deniable shuffle: --ingest-burst must be in {limits.range_text(limits.BURST_RANGE)}")
     options = gunicorn_options(host=args.host, port=port, workers=workers, threads=threads, settings=settings)
     options["proc_name"] = "deniable-shuffler"
     url = f"http://{args.host}:{port}"

@@ -109,3 +109,16 @@ def test_more_reports_amplify_more() -> None:
 def test_bad_parameters_are_clear_errors(args: tuple[int, float, float], match: str) -> None:
     with pytest.raises(InvalidParameter, match=match):
         amplify(*args)
+
+
+def test_local_epsilon_for_gives_the_target_and_no_more() -> None:
+    """ε₀ such that a shuffled batch of n is (1, 10⁻⁶)-DP: at it the bound holds, a little above it fails."""
+    from deniable.shared.amplification import amplify, local_epsilon_for
+
+    for n in (1_000, 100_000):
+        e0 = local_epsilon_for(n, 1.0, 1e-6)
+        assert e0 >= 1.0
+        assert amplify(n, e0, 1e-6).epsilon <= 1.0
+        assert amplify(n, e0 + 0.01, 1e-6).epsilon > 1.0 or e0 + 0.01 > 10
+    assert local_epsilon_for(10, 1.0, 1e-6) < 1.05  # ten reports hide little: ε₀ stays near ε
+    assert local_epsilon_for(100_000, 1.0, 1e-6) > 5  # 10⁵ reports: ε₀ far above the central ε

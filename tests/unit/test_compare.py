@@ -18,6 +18,7 @@ from deniable.aggregator.compare import (
     compare,
     discrete_laplace_kurtosis,
     sd_standard_error,
+    shuffled_epsilon0,
 )
 
 #: Two-sided normal quantile for a false-failure rate of 1e-6 per comparison.
@@ -27,10 +28,14 @@ Z = 4.89
 def _rows(out: str) -> dict[str, list[float]]:
     rows = {}
     for line in out.splitlines():
-        match = re.match(r"(local \(\S+\)|central \(.+?\))\s+([-\d.e+]+)\s+([-\d.e+]+)\s+([-\d.e+]+)", line)
+        number = r"\s+([-\d.e+]+)"
+        match = re.match(r"(local \(\S+\)|central \(.+?\)|shuffled \(.+?\))" + number * 3, line)
         if match:
             rows[match.group(1)] = [float(match.group(i)) for i in (2, 3, 4)]
     return rows
+
+
+E0 = shuffled_epsilon0(100_000, 1.0, 1e-6)
 
 
 def test_defaults_reproduce_dwork_2006(capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,6 +51,8 @@ def test_defaults_reproduce_dwork_2006(capsys: pytest.CaptureFixture[str]) -> No
         "central (discrete Laplace, shipped)": (math.sqrt(2 * a) / (1 - a), discrete_laplace_kurtosis(eps)),
         # the discrete Gaussian at (1, 10⁻⁵): σ = 3.7405 on the exact discrete condition, variance σ² to 1e-15
         "central (Gaussian, δ = 1e-05)": (3.7405, 3.0),
+        # shuffled: binary RR at the ε₀ whose batch of 10⁵ is (1, 10⁻⁶)-DP (about 7.07; FMT 2021 numerical)
+        f"shuffled (binary-rr, ε₀ = {E0:.3g})": (math.sqrt(n) * math.exp(E0 / 2) / math.expm1(E0), 3.0),
     }
     assert set(rows) == set(expected)
     for label, (sd, kurtosis) in expected.items():
@@ -130,7 +137,7 @@ def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path)
 
 
 def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The curves are drawn at --epsilon only, up to --n, with this run's two sds marked at n."""
+    """The curves are drawn at --epsilon only, up to --n, with this run's sds marked at n (the shuffled one too)."""
     drawn: dict[str, Any] = {}
 
     def capture(curves: Any, path: Any, *, title: str, markers: Any = ()) -> Path:
@@ -143,4 +150,6 @@ def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert {c.epsilon for c in drawn["curves"]} == {2.0}
     assert all(c.n[-1] == pytest.approx(3000) and c.measured_n[-1] == 3000 for c in drawn["curves"])
     assert "ε = 2" in drawn["title"]
-    assert [n for _, n, _ in drawn["markers"]] == [3000.0, 3000.0, 3000.0]  # local, Laplace, Gaussian
+    # shuffled, local, Laplace, Gaussian
+    assert [n for _, n, _ in drawn["markers"]] == [3000.0, 3000.0, 3000.0, 3000.0]
+    assert [c.model.split(" ")[0] for c in drawn["curves"]] == ["local", "central", "shuffled", "central"]
