@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from deniable.aggregator.cli import needs
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.mechanisms import MECHANISMS, OLH, Mechanism, OLHReports, mechanism_from_name, olh_hash
+from deniable.shared.mechanisms import MECHANISMS, Mechanism, mechanism_from_name
 from deniable.shared.mechanisms.mean import MEAN_MECHANISMS, MeanMechanism, mean_mechanism_from_name
 from deniable.shared.mechanisms.sets import SET_MECHANISMS, SetMechanism, set_mechanism_from_name
 from deniable.shared.sampling import seeded_randbelow
@@ -68,7 +68,8 @@ if TYPE_CHECKING:
     IntArray = npt.NDArray[np.int64]
 
 __all__ = [
-    "AUDITABLE",
+    "CENTRAL_AUDITABLE",
+    "auditable",
     "AuditResult",
     "Neighbours",
     "audit",
@@ -83,10 +84,14 @@ __all__ = [
     "worst_set_pair",
 ]
 
-#: Names ``deniable audit --mechanism`` accepts.
-AUDITABLE: tuple[str, ...] = (
-    *MECHANISMS, *MEAN_MECHANISMS, *SET_MECHANISMS, "discrete-laplace", "laplace", "subsample", "gaussian",
-)
+#: Names ``deniable audit --mechanism`` accepts beside the registry's local mechanisms (:func:`auditable`).
+CENTRAL_AUDITABLE: tuple[str, ...] = ("discrete-laplace", "laplace", "subsample", "gaussian")
+
+
+def auditable() -> tuple[str, ...]:
+    """Every name ``deniable audit`` takes: the registry's mechanisms of each kind (asked now, so one
+    registered later is auditable too), then the central noises and subsampling."""
+    return (*MECHANISMS, *MEAN_MECHANISMS, *SET_MECHANISMS, *CENTRAL_AUDITABLE)
 
 #: Most prefixes of the ranked outcomes the event search evaluates (beta quantiles are costly).
 _MAX_CUTS = 1024
@@ -308,25 +313,9 @@ def audit_neighbours(
 # -- the audited mechanisms ------------------------------------------------------------------------
 
 
-def _support_pattern(mechanism: Mechanism, reports: Any) -> IntArray:
-    """2·[0 ∈ Support(y)] + [1 ∈ Support(y)] for each simulated report."""
-    import numpy as np
-
-    if isinstance(reports, OLHReports) and isinstance(mechanism, OLH):
-        g = mechanism.g
-        seeds = reports.seeds.tolist()
-        y = reports.y
-        in0 = np.fromiter((olh_hash(s, 0, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
-        in1 = np.fromiter((olh_hash(s, 1, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
-    elif reports.ndim == 2:  # unary encoding: one boolean column per category
-        in0, in1 = reports[:, 0], reports[:, 1]
-    else:
-        in0, in1 = reports == 0, reports == 1
-    result: IntArray = 2 * in0.astype(np.int64) + in1.astype(np.int64)
-    return result
-
-
-def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = None, exact: bool = False) -> Neighbours:
+def local_neighbours(
+    mechanism: Mechanism[Any], *, claimed_epsilon: float | None = None, exact: bool = False
+) -> Neighbours:
     """A local randomizer on the values 0 and 1; ``claimed_epsilon`` defaults to the mechanism's own ε
     (pass another to audit a mechanism that claims less than it spends). ``exact=True`` runs the device's
     own ``randomize`` (the exact samplers, replayed from the seeded generator) instead of the vectorized
@@ -340,7 +329,7 @@ def local_neighbours(mechanism: Mechanism, *, claimed_epsilon: float | None = No
             result: IntArray = np.fromiter((2 * (0 in s) + (1 in s) for s in supports), np.int64, size)
             return result
         reports = mechanism.simulate(np.full(size, which, dtype=np.int64), rng=rng)
-        return _support_pattern(mechanism, reports)
+        return mechanism.support_pattern(reports)
 
     def describe(code: int) -> str:
         return f"0 {'∈' if code & 2 else '∉'} Support(y), 1 {'∈' if code & 1 else '∉'} Support(y)"
@@ -508,7 +497,7 @@ def audit(
     m: int = 2,
     steps: int = 8,
 ) -> AuditResult:
-    """Audit a shipped mechanism by name (see :data:`AUDITABLE`) at its claimed ``epsilon``.
+    """Audit a shipped mechanism by name (see :func:`auditable`) at its claimed ``epsilon``.
 
     ``k`` is the domain size of local mechanisms (2 for ``binary-rr``; the options of a multi-select
     question, ``m`` of them selectable); ``steps`` the grid of a number question (Duchi, Piecewise, Hybrid,
@@ -526,10 +515,10 @@ def audit(
     elif mechanism == "subsample":
         target = subsample_neighbours(p, claimed_epsilon=epsilon)
     elif mechanism in MECHANISMS:
-        k = 2 if mechanism == "binary-rr" else k
+        k = MECHANISMS[mechanism].fixed_k or k
         target = local_neighbours(mechanism_from_name(mechanism, epsilon=epsilon, k=k), exact=exact)
     else:
-        raise InvalidParameter(f"'mechanism' must be one of {', '.join(AUDITABLE)}, got {mechanism!r}")
+        raise InvalidParameter(f"'mechanism' must be one of {', '.join(auditable())}, got {mechanism!r}")
     return audit_neighbours(target, trials=trials, confidence=confidence, seed=seed)
 
 
@@ -599,7 +588,7 @@ def register(subparsers: Any) -> None:
         "exceeds the claimed ε.",
     )
     parser.add_argument(
-        "--mechanism", choices=AUDITABLE, default="grr",
+        "--mechanism", choices=auditable(), default="grr",
         help="what to audit: a local randomizer (a choice, a number question's duchi/piecewise/hybrid, a "
         "multi-select question's bitvector/padding), the central noise of one count, or 'subsample' (Dwork "
         "2006, Example 3: each record released with probability --p; not ε-DP for any finite ε)",

@@ -200,7 +200,7 @@ def population(n: int, p: float, k: int, rng: np.random.Generator) -> npt.NDArra
 
 
 def local_count_estimates(
-    mechanism: Mechanism, values: Any, trials: int, rng: np.random.Generator, *, progress: bool = False
+    mechanism: Mechanism[Any], values: Any, trials: int, rng: np.random.Generator, *, progress: bool = False
 ) -> FloatArray:
     """``trials`` independent local estimates of the count of category 1 in ``values``."""
     import numpy as np

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from deniable.shared.descriptor import CENTRAL_MECHANISM
 from deniable.shared.fields import ROUND_PATTERN
 from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
@@ -23,14 +24,19 @@ from deniable.shared.limits import (
     MAX_RHO,
     MAX_TOP,
     RELEASES_PAGE_MAX,
+    SLUG_PATTERN,
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
 )
+from deniable.shared.mechanisms import mechanism_names
 from deniable.shared.mechanisms.estimate import INTERVAL_METHODS
 
 __all__ = ["DOCUMENT", "document"]
 
-_SLUG = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,63}$", "minLength": 1, "maxLength": 64}
+_SLUG = {"type": "string", "pattern": SLUG_PATTERN, "minLength": 1, "maxLength": 64}
+#: The mechanism enums, filled from the registry by :func:`document` (these are the built-in ones).
+_MECHANISMS_IN_DESCRIPTOR = [*mechanism_names("choice"), CENTRAL_MECHANISM]
+_MECHANISMS_AT_CREATE = ["auto", *_MECHANISMS_IN_DESCRIPTOR]
 #: Said next to the unbiased counts of a local estimate (``Estimate.to_dict``).
 _UNBIASED = {
     "type": "object",
@@ -194,7 +200,7 @@ _SCHEMAS: dict[str, Any] = {
                 "items": {"type": "string", "minLength": 1, "maxLength": 200},
             },
             "epsilon": {"type": "number", "minimum": CAMPAIGN_EPSILON[0], "maximum": CAMPAIGN_EPSILON[1]},
-            "mechanism": {"type": "string", "enum": ["auto", "binary-rr", "grr", "oue", "olh", "none"]},
+            "mechanism": {"type": "string", "enum": _MECHANISMS_AT_CREATE},
             "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
             "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "budget": {
@@ -246,7 +252,7 @@ _SCHEMAS: dict[str, Any] = {
             "question": {"type": "string"},
             "categories": {"type": "array", "items": {"type": "string"}},
             "epsilon": {"type": "number"},
-            "mechanism": {"type": "string", "enum": ["binary-rr", "grr", "oue", "olh", "none"]},
+            "mechanism": {"type": "string", "enum": _MECHANISMS_IN_DESCRIPTOR},
             "params": {"type": "object", "additionalProperties": {"type": "integer"}},
             "group_fields": {"type": "array", "items": {"type": "string"}},
             "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
@@ -947,5 +953,11 @@ DOCUMENT: dict[str, Any] = {
 
 
 def document() -> dict[str, Any]:
-    """A fresh copy of :data:`DOCUMENT`."""
-    return copy.deepcopy(DOCUMENT)
+    """A fresh copy of :data:`DOCUMENT`, with the mechanisms the registry lists now
+    (``deniable.shared.mechanisms.registry``: one registered later is named too)."""
+    doc = copy.deepcopy(DOCUMENT)
+    schemas = doc["components"]["schemas"]
+    names = list(mechanism_names("choice"))
+    schemas["CampaignCreate"]["properties"]["mechanism"]["enum"] = ["auto", *names, CENTRAL_MECHANISM]
+    schemas["CampaignConfig"]["properties"]["mechanism"]["enum"] = [*names, CENTRAL_MECHANISM]
+    return doc

@@ -96,7 +96,7 @@ def answer_tag(device_secret: bytes, campaign_id: str, value_index: int, groups:
 
 
 def permanent_response(
-    mechanism: Mechanism, device_secret: bytes, campaign_id: str, value_index: int
+    mechanism: Mechanism[Any], device_secret: bytes, campaign_id: str, value_index: int
 ) -> tuple[str, Any]:
     """``(report_id, report)`` of the permanent randomized response of ``value_index`` in ``campaign_id``.
 

@@ -83,7 +83,13 @@ from deniable.shared.limits import (
     SHUFFLE_DELTA_RANGE,
     check_range,
 )
-from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
+from deniable.shared.mechanisms import (
+    Mechanism,
+    choose_mechanism,
+    mechanism_class,
+    mechanism_from_name,
+    mechanism_names,
+)
 from deniable.shared.messages import show
 from deniable.shared.payload import Payload
 from deniable.shared.shuffle import ShufflerInfo
@@ -92,7 +98,6 @@ from deniable.shared.tokens import Admission, Token
 __all__ = [
     "ADJACENCIES",
     "CENTRAL_MECHANISM",
-    "LOCAL_MECHANISMS",
     "MAX_BUDGET",
     "MAX_CATEGORIES",
     "MAX_CATEGORY_CHARS",
@@ -107,7 +112,6 @@ __all__ = [
     "CampaignConfig",
 ]
 
-LOCAL_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
 #: The ``mechanism`` of a central campaign: the device does not randomize.
 CENTRAL_MECHANISM = "none"
 TRUST_MODELS: tuple[str, ...] = ("local", "central", "shuffled")
@@ -149,7 +153,8 @@ _UNPINNED_KEYS = frozenset({"status"})
 class CampaignConfig:
     """A campaign's public descriptor, valid by construction (``InvalidConfig`` otherwise).
 
-    ``params`` holds ``k`` (= number of categories) and, for OLH, ``g = round(e^ε) + 1`` (Wang et al. 2017).
+    ``params`` holds ``k`` (= number of categories) and the mechanism's public parameters
+    (``Mechanism.public_params``: for OLH ``g = round(e^ε) + 1``, Wang et al. 2017).
     For central campaigns ``epsilon`` is what one release spends and ``budget`` the total ε of all releases.
     ``group_values`` maps group fields to their declared (public) values; it is required for every group
     field of a central campaign and optional for a local one.
@@ -211,7 +216,8 @@ class CampaignConfig:
                 if self.shuffler is None
                 else "'shuffler' applies to shuffled campaigns only; leave it out"
             )
-        set_(self, "params", MappingProxyType(check_params(self.params, self._expected_params())))
+        rules = {} if self.trust_model == "central" else _choice_class(self.mechanism).param_rules
+        set_(self, "params", MappingProxyType(check_params(self.params, self._expected_params(), rules)))
 
     def _check_local(self) -> None:
         if self.budget is not None or self.adjacency is not None:
@@ -221,11 +227,14 @@ class CampaignConfig:
         for name in _CENTRAL_OPTIONAL:
             if getattr(self, name) is not None:
                 raise InvalidConfig(f"{name!r} applies to central campaigns only; leave it null for local ones")
-        check_choice("mechanism", self.mechanism, LOCAL_MECHANISMS)
-        if self.mechanism == "binary-rr" and len(self.categories) != 2:
+        names = mechanism_names("choice")
+        check_choice("mechanism", self.mechanism, names)
+        fixed_k = _choice_class(self.mechanism).fixed_k
+        if fixed_k is not None and len(self.categories) != fixed_k:
+            others = [name for name in names if _choice_class(name).fixed_k is None]
             raise InvalidConfig(
-                f"mechanism 'binary-rr' needs exactly 2 categories, got {len(self.categories)}; "
-                "use 'grr', 'oue' or 'olh'"
+                f"mechanism {self.mechanism!r} needs exactly {fixed_k} categories, got {len(self.categories)}; "
+                f"use {_or_list(others)}"
             )
 
     def _check_shuffled(self) -> None:
@@ -333,10 +342,9 @@ class CampaignConfig:
             )
 
     def _expected_params(self) -> dict[str, int]:
-        expected = {"k": len(self.categories)}
-        if self.mechanism == "olh":
-            expected["g"] = _olh_g(self.build_mechanism())
-        return expected
+        if self.trust_model == "central":
+            return {"k": len(self.categories)}
+        return {"k": len(self.categories), **self.build_mechanism().public_params()}
 
     # ------------------------------------------------------------------------------------------ building
 
@@ -381,14 +389,14 @@ class CampaignConfig:
                 check_trimmed_labels(f"'group_values.{name}'", tuple(values))
         eps = check_range("epsilon", epsilon, CAMPAIGN_EPSILON, InvalidConfig)
         if trust_model != "central":
-            check_choice("mechanism", mechanism, ("auto", *LOCAL_MECHANISMS))
+            check_choice("mechanism", mechanism, ("auto", *mechanism_names("choice")))
         if trust_model == "central" and mechanism in ("auto", None):
             mechanism = CENTRAL_MECHANISM
         elif trust_model != "central" and mechanism == "auto":
             mechanism = choose_mechanism(len(cats), eps).name
         params: dict[str, int] = {"k": len(cats)}
-        if mechanism == "olh":
-            params["g"] = _olh_g(_build(mechanism, eps, len(cats)))
+        if trust_model != "central":
+            params.update(_build(str(mechanism), eps, len(cats)).public_params())
         key = encode_key(public_key) if isinstance(public_key, bytes) else public_key
         config = cls(
             id=id,
@@ -507,7 +515,7 @@ class CampaignConfig:
         raw: bytes = decode_key(self.public_key, name="public_key")
         return raw
 
-    def build_mechanism(self) -> Mechanism:
+    def build_mechanism(self) -> Mechanism[Any]:
         """The local mechanism (``mechanism_from_name(mechanism, epsilon=, k=)``), built once and cached.
 
         Raises ``InvalidConfig`` for a central campaign, which has none.
@@ -520,7 +528,7 @@ class CampaignConfig:
         return self._mechanism
 
     @cached_property
-    def _mechanism(self) -> Mechanism:
+    def _mechanism(self) -> Mechanism[Any]:
         return _build(self.mechanism, self.epsilon, self.k)
 
     def category_index(self, label: object) -> int:
@@ -596,13 +604,21 @@ class CampaignConfig:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _build(name: str, epsilon: float, k: int) -> Mechanism:
+def _build(name: str, epsilon: float, k: int) -> Mechanism[Any]:
     try:
         return mechanism_from_name(name, epsilon=epsilon, k=k)
     except InvalidParameter as exc:
         raise InvalidConfig(f"mechanism {name!r} cannot run with epsilon={epsilon:g}, k={k}: {exc}") from exc
 
 
-def _olh_g(mechanism: Mechanism) -> int:
-    assert isinstance(mechanism, OLH)
-    return int(mechanism.g)
+def _choice_class(name: str) -> type[Mechanism[Any]]:
+    """The registered class of a (validated) one-choice mechanism name."""
+    cls = mechanism_class(name, "choice")
+    assert cls is not None, name
+    return cls
+
+
+def _or_list(names: Sequence[str]) -> str:
+    """``'grr', 'oue' or 'olh'``."""
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"

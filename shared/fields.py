@@ -193,7 +193,8 @@ def check_public_key(public_key: object) -> None:
         raise InvalidConfig(str(exc)) from exc
 
 
-def check_params(params: object, expected: dict[str, int]) -> dict[str, int]:
+def check_params(params: object, expected: dict[str, int], rules: Mapping[str, str]) -> dict[str, int]:
+    """``params`` equal to ``expected`` (``k`` and the mechanism's public parameters, each with its ``rules``)."""
     if not isinstance(params, Mapping):
         raise InvalidConfig(f"'params' must be an object, got {show(params)}")
     if set(params) != set(expected):
@@ -204,6 +205,6 @@ def check_params(params: object, expected: dict[str, int]) -> dict[str, int]:
     for name, value in expected.items():
         got = params[name]
         if isinstance(got, bool) or not isinstance(got, int) or got != value:
-            why = "the number of categories" if name == "k" else "round(e^epsilon) + 1"
+            why = "the number of categories" if name == "k" else rules.get(name, "fixed by epsilon and k")
             raise InvalidConfig(f"'params.{name}' must be {value} ({why}), got {show(got)}")
     return dict(params)

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Payload", "check_groups", "decode_payload", "make_payload", "padded_length", "seal_payload"]
 
-_JSON_NAMES: dict[type, str] = {int: "integer", str: "string of hex digits", dict: "object"}
-_WIRE_TYPES: dict[str, type] = {"binary-rr": int, "grr": int, "oue": str, "olh": dict}
 
 
 @dataclass(frozen=True)
@@ -179,13 +177,13 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
     if config.trust_model == "central":
         return Payload(_check_index(config, payload["value"], InvalidReport), groups, None, token)
     wire = payload["report"]
-    wire_type = _WIRE_TYPES[config.mechanism]
-    if isinstance(wire, bool) or not isinstance(wire, wire_type):
+    mechanism = config.build_mechanism()
+    if isinstance(wire, bool) or not isinstance(wire, mechanism.wire_type):
         raise InvalidReport(
-            f"a {config.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, got {show(wire)}"
+            f"a {config.mechanism} report must be a JSON {mechanism.wire_description}, got {show(wire)}"
         )
     try:
-        report = config.build_mechanism().decode_report(wire)
+        report = mechanism.decode_report(wire)
     except InvalidReport:
         raise
     except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:

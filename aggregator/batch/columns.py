@@ -28,7 +28,7 @@ def _mask_bytes(k: int) -> int:
     return (k + 7) // 8
 
 
-def arrow_fields(mechanism: Mechanism) -> list[pa.Field]:
+def arrow_fields(mechanism: Mechanism[Any]) -> list[pa.Field]:
     """The Parquet fields that hold one report of ``mechanism``."""
     if mechanism.name == "olh":
         return [pa.field("seed", pa.uint64(), nullable=False), pa.field("y", pa.int64(), nullable=False)]
@@ -37,7 +37,7 @@ def arrow_fields(mechanism: Mechanism) -> list[pa.Field]:
     return [pa.field("report", pa.int64(), nullable=False)]
 
 
-def to_columns(mechanism: Mechanism, reports: Sequence[Any]) -> dict[str, pa.Array]:
+def to_columns(mechanism: Mechanism[Any], reports: Sequence[Any]) -> dict[str, pa.Array]:
     """Decoded device reports (``mechanism.decode_report`` output) → the arrays of :func:`arrow_fields`."""
     fields = {f.name: f.type for f in arrow_fields(mechanism)}
     if mechanism.name == "olh":
@@ -51,7 +51,7 @@ def to_columns(mechanism: Mechanism, reports: Sequence[Any]) -> dict[str, pa.Arr
     return {"report": pa.array([int(r) for r in reports], type=fields["report"])}
 
 
-def to_simulated(mechanism: Mechanism, table: pa.Table) -> Any:
+def to_simulated(mechanism: Mechanism[Any], table: pa.Table) -> Any:
     """The columns of ``table`` as ``mechanism.simulate`` output, which ``mechanism.tally`` counts."""
     if mechanism.name == "olh":
         seeds = table.column("seed").to_numpy().astype(np.uint64, copy=False)

@@ -99,7 +99,7 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[list[str | None], np.nda
     return labels, codes
 
 
-def _cells(mechanism: Mechanism, simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
+def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
     """Add the tally of every cell of the ``keys`` columns (one value per row each) into ``out``."""
     n = _length(simulated)
     if n == 0:

@@ -12,17 +12,26 @@ from .base import MAX_EPSILON, MAX_K, MIN_EPSILON, Mechanism
 from .choose import MECHANISMS, choose_mechanism, mechanism_from_name
 from .estimate import Estimate, Tally, project_to_simplex
 from .grr import GRR, BinaryRR
+from .mean import Duchi, Hybrid, Piecewise
 from .olh import OLH, OLHReport, OLHReports, olh_hash
 from .oue import OUE
+from .registry import KINDS, REGISTRY, mechanism_class, mechanism_names, register, unregister
+from .sets import BitVector, Padding
+
+# The built-in mechanisms, listed once, in the order messages and the OpenAPI document name them.
+for _cls in (BinaryRR, GRR, OUE, OLH, BitVector, Padding, Duchi, Piecewise, Hybrid):
+    register(_cls)
 
 __all__ = [
     "GRR",
+    "KINDS",
     "MAX_EPSILON",
     "MAX_K",
     "MECHANISMS",
     "MIN_EPSILON",
     "OLH",
     "OUE",
+    "REGISTRY",
     "BinaryRR",
     "Estimate",
     "Mechanism",
@@ -30,7 +39,11 @@ __all__ = [
     "OLHReports",
     "Tally",
     "choose_mechanism",
+    "mechanism_class",
     "mechanism_from_name",
+    "mechanism_names",
     "olh_hash",
     "project_to_simplex",
+    "register",
+    "unregister",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Integral
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from ..errors import InvalidParameter
 from ..limits import MECHANISM_EPSILON, check_range
@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MAX_EPSILON", "MAX_K", "MIN_EPSILON", "Mechanism", "check_epsilon", "check_k"]
+__all__ = ["MAX_EPSILON", "MAX_K", "MIN_EPSILON", "Mechanism", "Report", "check_epsilon", "check_k"]
+
+#: The type of one device report of a mechanism (``int`` for GRR and OUE's bitmask, ``OLHReport``...).
+Report = TypeVar("Report")
 
 #: Smallest and largest ε a mechanism accepts (``deniable.shared.limits.MECHANISM_EPSILON``, which says why).
 MIN_EPSILON, MAX_EPSILON = MECHANISM_EPSILON
@@ -47,21 +50,44 @@ def check_k(k: object, minimum: int = 2) -> int:
 
 
 @dataclass(frozen=True)
-class Mechanism(ABC):
+class Mechanism(ABC, Generic[Report]):
     """An ε-LDP frequency oracle over the categories {0, …, k−1} (a pure protocol, Wang et al. 2017).
 
     Subclasses define p* = P(v ∈ Support(y) | x = v) and q* = P(v ∈ Support(y) | x ≠ v), the randomizer,
-    the report encoding and the support of a report; estimation is shared.
+    the report encoding and the support of a report; estimation is shared. Each concrete class also knows
+    its wire facts (``name``, ``wire_type``, ``wire_description``, ``fixed_k``, :meth:`public_params`) and is
+    listed once, by ``@register``, in :mod:`deniable.shared.mechanisms.registry`.
     """
 
     epsilon: float
     k: int
 
+    #: The wire name (the descriptor's ``mechanism``).
     name: ClassVar[str]
+    #: The kind of answer (registry): one of k categories.
+    kind: ClassVar[Literal["choice"]] = "choice"
+    #: The Python type of the JSON wire report (``int``, ``str`` or ``dict``) and how messages name it.
+    wire_type: ClassVar[type]
+    wire_description: ClassVar[str]
+    #: The one k the mechanism runs at (binary randomized response: 2), or None for any k.
+    fixed_k: ClassVar[int | None] = None
+    #: Each public parameter of :meth:`public_params` with the rule that fixes it (for messages and docs).
+    param_rules: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_k(self.k))
+
+    @classmethod
+    def build(cls, epsilon: float, k: int) -> Mechanism[Any]:
+        """The mechanism at (ε, k); ``InvalidParameter`` if it cannot run there (e.g. binary-rr at k ≠ 2)."""
+        if cls.fixed_k is not None and k != cls.fixed_k:
+            raise InvalidParameter(f"'k' must be {cls.fixed_k} for {cls.name}, got {k!r}")
+        return cls(epsilon, k)
+
+    def public_params(self) -> dict[str, int]:
+        """The descriptor's ``params`` beyond ``k``: derived from (ε, k), public, checked by every device."""
+        return {}
 
     # -- parameters -------------------------------------------------------------------------------------
     @property
@@ -122,7 +148,7 @@ class Mechanism(ABC):
 
     # -- randomizers -----------------------------------------------------------------------------------
     @abstractmethod
-    def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> Any:
+    def randomize(self, value: int, *, randbelow: RandBelow = secrets.randbelow) -> Report:
         """One ε-LDP report of ``value``, sampled exactly from ``randbelow`` (default: the OS CSPRNG)."""
 
     @abstractmethod
@@ -134,20 +160,20 @@ class Mechanism(ABC):
         """
 
     @abstractmethod
-    def output_probability(self, value: int, report: Any) -> float:
+    def output_probability(self, value: int, report: Report) -> float:
         """P(report | value), exactly as the randomizer draws it (for OLH, conditional on the seed)."""
 
     # -- reports ---------------------------------------------------------------------------------------
     @abstractmethod
-    def encode_report(self, report: Any) -> Any:
-        """The report as a JSON value (docs/wire-format.md)."""
+    def encode_report(self, report: Report) -> Any:
+        """The report as a JSON value of type :attr:`wire_type` (docs/wire-format.md)."""
 
     @abstractmethod
-    def decode_report(self, obj: Any) -> Any:
+    def decode_report(self, obj: Any) -> Report:
         """Parse and validate a JSON report; raises InvalidReport if it is outside the report space."""
 
     @abstractmethod
-    def widest_report(self) -> Any:
+    def widest_report(self) -> Report:
         """A report whose canonical-JSON wire encoding is the longest of the report space.
 
         The envelope pads every payload to the length of the widest one (docs/wire-format.md §7.1), so the
@@ -155,14 +181,39 @@ class Mechanism(ABC):
         """
 
     @abstractmethod
-    def support(self, report: Any) -> list[int]:
+    def support(self, report: Report) -> list[int]:
         """The categories v with v ∈ Support(report)."""
 
     @abstractmethod
     def _tally_simulated(self, reports: Any) -> Tally | None:
         """Vectorized tally of :meth:`simulate` output, or None if ``reports`` is not such output."""
 
-    def tally(self, reports: Any) -> Tally:
+    @abstractmethod
+    def split_simulated(self, simulated: Any) -> list[Report]:
+        """:meth:`simulate` output as one device report per value (what :meth:`encode_report` takes)."""
+
+    def support_pattern_law(self) -> tuple[float, float, float, float]:
+        """P(code | x = 0) of the codes 0..3 of :meth:`support_pattern` (the law with x = 1 swaps codes 1, 2).
+
+        This default holds where the events 0 ∈ S and 1 ∈ S are independent given the value (OUE's bits,
+        OLH's hash matches): (1−p*)(1−q*), (1−p*)q*, p*(1−q*), p*q*. GRR overrides it (one category per
+        report: the events exclude each other).
+        """
+        p, q = self.p_star, self.q_star
+        return ((1 - p) * (1 - q), (1 - p) * q, p * (1 - q), p * q)
+
+    def support_pattern(self, simulated: Any) -> npt.NDArray[np.int64]:
+        """2·[0 ∈ Support(y)] + [1 ∈ Support(y)] for each report of :meth:`simulate` output: what the
+        auditor (``deniable audit``) compares between the neighbouring inputs 0 and 1. Subclasses vectorize
+        it; this generic form goes through :meth:`split_simulated` and :meth:`support`."""
+        import numpy as np
+
+        reports = self.split_simulated(simulated)
+        codes = (2 * (0 in s) + (1 in s) for s in (set(self.support(r)) for r in reports))
+        result: npt.NDArray[np.int64] = np.fromiter(codes, dtype=np.int64, count=len(reports))
+        return result
+
+    def tally(self, reports: Iterable[Report] | Any) -> Tally:
         """Sufficient statistic of ``reports``: device reports (an iterable) or :meth:`simulate` output."""
         fast = self._tally_simulated(reports)
         if fast is not None:
@@ -176,7 +227,7 @@ class Mechanism(ABC):
         return Tally(n, tuple(counts))
 
     # -- estimation ------------------------------------------------------------------------------------
-    def estimate(self, reports: Any) -> Estimate:
+    def estimate(self, reports: Iterable[Report] | Any) -> Estimate:
         """Unbiased counts with standard errors from reports (see :meth:`estimate_tally`)."""
         return self.estimate_tally(self.tally(reports))
 

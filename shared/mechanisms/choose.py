@@ -7,37 +7,32 @@ GRR wins iff k < 3e^ε + 2; otherwise OUE (ties with OLH, whose report is only O
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..errors import InvalidParameter
 from .base import Mechanism, check_epsilon, check_k
 from .grr import GRR, BinaryRR
 from .olh import OLH
 from .oue import OUE
+from .registry import REGISTRY
 
 __all__ = ["MECHANISMS", "choose_mechanism", "mechanism_from_name"]
 
-#: Wire name → class.
-MECHANISMS: dict[str, type[Mechanism]] = {
-    BinaryRR.name: BinaryRR,
-    GRR.name: GRR,
-    OUE.name: OUE,
-    OLH.name: OLH,
-}
+#: Wire name → class of the one-choice mechanisms: the registry's live ``choice`` table
+#: (:mod:`.registry`; a mechanism registered later appears here too).
+MECHANISMS: dict[str, type[Mechanism[Any]]] = REGISTRY["choice"]
 
 
-def mechanism_from_name(name: str, *, epsilon: float, k: int) -> Mechanism:
-    """Build a mechanism from its wire name (``binary-rr``, ``grr``, ``oue``, ``olh``)."""
-    from ..errors import InvalidParameter
-
+def mechanism_from_name(name: str, *, epsilon: float, k: int) -> Mechanism[Any]:
+    """Build a one-choice mechanism from its wire name (``binary-rr``, ``grr``, ``oue``, ``olh``, or any
+    registered one) at (ε, k)."""
     cls = MECHANISMS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise InvalidParameter(f"'mechanism' must be one of {', '.join(MECHANISMS)}, got {name!r}")
-    if cls is BinaryRR:
-        if k != 2:
-            raise InvalidParameter(f"'k' must be 2 for binary-rr, got {k!r}")
-        return BinaryRR(epsilon)
-    return cls(epsilon, k)
+    return cls.build(epsilon, k)
 
 
-def choose_mechanism(k: int, epsilon: float) -> Mechanism:
+def choose_mechanism(k: int, epsilon: float) -> Mechanism[Any]:
     """The mechanism with the lowest analytic variance for k categories at ε.
 
     k = 2 gives :class:`BinaryRR` (GRR at k = 2). Otherwise GRR when k < 3e^ε + 2, else OUE, or OLH when
@@ -47,7 +42,7 @@ def choose_mechanism(k: int, epsilon: float) -> Mechanism:
     epsilon = check_epsilon(epsilon)
     if k == 2:
         return BinaryRR(epsilon)
-    candidates: list[Mechanism] = [GRR(epsilon, k), OLH(epsilon, k), OUE(epsilon, k)]
+    candidates: list[Mechanism[Any]] = [GRR(epsilon, k), OLH(epsilon, k), OUE(epsilon, k)]
     best = min(c.per_user_variance() for c in candidates)
     for candidate in candidates:  # first within rounding of the best, in order of report size
         if candidate.per_user_variance() <= best * (1 + 1e-12):

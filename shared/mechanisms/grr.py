@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import InvalidReport
+from ..errors import InvalidParameter, InvalidReport
 from ..sampling import RandBelow, randomized_response
 from .base import Mechanism
 from .estimate import Tally
@@ -31,10 +31,12 @@ __all__ = ["GRR", "BinaryRR"]
 
 
 @dataclass(frozen=True)
-class GRR(Mechanism):
+class GRR(Mechanism[int]):
     """Generalized randomized response over k categories; a report is the category index it names."""
 
     name: ClassVar[str] = "grr"
+    wire_type: ClassVar[type] = int
+    wire_description: ClassVar[str] = "integer"
 
     @property
     def p_star(self) -> float:
@@ -67,12 +69,12 @@ class GRR(Mechanism):
         result: np.ndarray = np.where(keep, x, other)
         return result
 
-    def output_probability(self, value: int, report: Any) -> float:
+    def output_probability(self, value: int, report: int) -> float:
         value = self.check_value(value)
         y = self.decode_report(report)
         return self.p_star if y == value else self.q_star
 
-    def encode_report(self, report: Any) -> int:
+    def encode_report(self, report: int) -> int:
         return self.decode_report(report)
 
     def widest_report(self) -> int:
@@ -83,8 +85,26 @@ class GRR(Mechanism):
             raise InvalidReport(f"a {self.name} report must be an integer in [0, {self.k}), got {obj!r}")
         return int(obj)
 
-    def support(self, report: Any) -> list[int]:
+    def support(self, report: int) -> list[int]:
         return [self.decode_report(report)]
+
+    def split_simulated(self, simulated: Any) -> list[int]:
+        import numpy as np
+
+        return [int(x) for x in np.asarray(simulated).tolist()]
+
+    def support_pattern_law(self) -> tuple[float, float, float, float]:
+        """One category per report: 0 ∈ S and 1 ∈ S exclude each other (codes 0, 1, 2; never 3)."""
+        p, q = self.p_star, self.q_star
+        return (1 - p - q, q, p, 0.0)
+
+    def support_pattern(self, simulated: Any) -> np.ndarray:
+        """2·[y = 0] + [y = 1], vectorized."""
+        import numpy as np
+
+        y = np.asarray(simulated)
+        result: np.ndarray = 2 * (y == 0).astype(np.int64) + (y == 1).astype(np.int64)
+        return result
 
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np
@@ -104,7 +124,14 @@ class BinaryRR(GRR):
     """
 
     name: ClassVar[str] = "binary-rr"
+    fixed_k: ClassVar[int | None] = 2
     k: int = field(default=2, init=False)
+
+    @classmethod
+    def build(cls, epsilon: float, k: int) -> Mechanism[Any]:
+        if k != 2:
+            raise InvalidParameter(f"'k' must be 2 for binary-rr, got {k!r}")
+        return cls(epsilon)
 
     def check_value(self, value: object) -> int:
         if isinstance(value, bool):

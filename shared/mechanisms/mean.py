@@ -48,12 +48,13 @@ import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from deniable.shared.errors import InvalidParameter, InvalidReport
 from deniable.shared.limits import MEAN_LATTICE, NUMBER_STEPS
 from deniable.shared.mechanisms.base import check_epsilon
 from deniable.shared.mechanisms.estimate import Tally, normal_quantile
+from deniable.shared.mechanisms.registry import REGISTRY
 from deniable.shared.sampling import RandBelow, exp_lower
 
 __all__ = [
@@ -208,6 +209,11 @@ class MeanMechanism(ABC):
     steps: int
     lattice: int = DEFAULT_LATTICE
     name: ClassVar[str]
+    #: Registry facts (:mod:`deniable.shared.mechanisms.registry`): a number answer, reported as the
+    #: index of the output value (a JSON integer).
+    kind: ClassVar[Literal["number"]] = "number"
+    wire_type: ClassVar[type] = int
+    wire_description: ClassVar[str] = "integer"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -563,7 +569,7 @@ class Hybrid(MeanMechanism):
 
 
 #: Wire name → class.
-MEAN_MECHANISMS: dict[str, type[MeanMechanism]] = {cls.name: cls for cls in (Duchi, Piecewise, Hybrid)}
+MEAN_MECHANISMS: dict[str, type[MeanMechanism]] = REGISTRY["number"]
 
 
 def mean_mechanism_from_name(name: str, *, epsilon: float, steps: int, lattice: int = DEFAULT_LATTICE) -> MeanMechanism:

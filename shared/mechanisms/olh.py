@@ -65,15 +65,22 @@ def olh_hash(seed: int, value: int, g: int) -> int:
 
 
 @dataclass(frozen=True)
-class OLH(Mechanism):
+class OLH(Mechanism[OLHReport]):
     """Optimized local hashing with g = round(e^ε)+1 buckets; reports are :class:`OLHReport`."""
 
     name: ClassVar[str] = "olh"
+    wire_type: ClassVar[type] = dict
+    wire_description: ClassVar[str] = "object"
+    param_rules: ClassVar[dict[str, str]] = {"g": "round(e^epsilon) + 1"}
 
     @property
     def g(self) -> int:
         """Number of hash buckets, round(e^ε)+1 (at least 2)."""
         return max(2, round(math.exp(self.epsilon)) + 1)
+
+    def public_params(self) -> dict[str, int]:
+        """``{"g": g}``: the descriptor pins the number of buckets, so devices and aggregator hash alike."""
+        return {"g": self.g}
 
     @property
     def p_star(self) -> float:
@@ -157,6 +164,19 @@ class OLH(Mechanism):
         a, b = _coefficients(seed)
         g = self.g
         return [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
+
+    def split_simulated(self, simulated: Any) -> list[OLHReport]:
+        return [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y, strict=True)]
+
+    def support_pattern(self, simulated: Any) -> np.ndarray:
+        """2·[H(0) = y] + [H(1) = y] for each simulated (seed, y)."""
+        import numpy as np
+
+        g, seeds, y = self.g, simulated.seeds.tolist(), simulated.y
+        in0 = np.fromiter((olh_hash(s, 0, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
+        in1 = np.fromiter((olh_hash(s, 1, g) for s in seeds), dtype=np.int64, count=len(seeds)) == y
+        result: np.ndarray = 2 * in0.astype(np.int64) + in1.astype(np.int64)
+        return result
 
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np

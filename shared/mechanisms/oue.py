@@ -33,10 +33,12 @@ _HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(frozen=True)
-class OUE(Mechanism):
+class OUE(Mechanism[int]):
     """Optimized unary encoding; a device report is an int bitmask with bit v for category v."""
 
     name: ClassVar[str] = "oue"
+    wire_type: ClassVar[type] = str
+    wire_description: ClassVar[str] = "string of hex digits"
 
     @property
     def p_star(self) -> float:
@@ -109,6 +111,22 @@ class OUE(Mechanism):
     def support(self, report: Any) -> list[int]:
         mask = self.decode_report(report)
         return [v for v in range(self.k) if (mask >> v) & 1]
+
+    def split_simulated(self, simulated: Any) -> list[int]:
+        """One bitmask per row of bits."""
+        import numpy as np
+
+        weights = [1 << v for v in range(self.k)]
+        rows = np.asarray(simulated).tolist()
+        return [sum(w for w, bit in zip(weights, row, strict=True) if bit) for row in rows]
+
+    def support_pattern(self, simulated: Any) -> np.ndarray:
+        """2·bit 0 + bit 1 of each row, vectorized."""
+        import numpy as np
+
+        bits = np.asarray(simulated)
+        result: np.ndarray = 2 * bits[:, 0].astype(np.int64) + bits[:, 1].astype(np.int64)
+        return result
 
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np

@@ -34,11 +34,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from deniable.shared.errors import InvalidParameter, InvalidReport
 from deniable.shared.mechanisms.base import check_epsilon, check_k
 from deniable.shared.mechanisms.estimate import Estimate, Tally, pure_estimate
+from deniable.shared.mechanisms.registry import REGISTRY
 from deniable.shared.sampling import RandBelow, exp_lower, randomized_response, unary_set_bits
 
 __all__ = [
@@ -61,6 +62,10 @@ class SetMechanism(ABC):
     k: int
     m: int
     name: ClassVar[str]
+    #: Registry facts (:mod:`deniable.shared.mechanisms.registry`): a set of options.
+    kind: ClassVar[Literal["multi"]] = "multi"
+    wire_type: ClassVar[type]
+    wire_description: ClassVar[str]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -181,6 +186,8 @@ class BitVector(SetMechanism):
     """One bit per option: ½ if selected, q = 1/(r_m + 1) if not, r_m = exp_lower(ε/m)."""
 
     name: ClassVar[str] = "bitvector"
+    wire_type: ClassVar[type] = str
+    wire_description: ClassVar[str] = "string of hex digits"
 
     @functools.cached_property
     def weight(self) -> Fraction:
@@ -250,6 +257,8 @@ class Padding(SetMechanism):
     at weight r′ = 1 + m(r − 1), r = exp_lower(ε) (reports ≥ k are dummies and support nothing)."""
 
     name: ClassVar[str] = "padding"
+    wire_type: ClassVar[type] = int
+    wire_description: ClassVar[str] = "integer"
 
     @property
     def symbols(self) -> int:
@@ -326,7 +335,7 @@ class Padding(SetMechanism):
 
 
 #: Wire name → class.
-SET_MECHANISMS: dict[str, type[SetMechanism]] = {cls.name: cls for cls in (BitVector, Padding)}
+SET_MECHANISMS: dict[str, type[SetMechanism]] = REGISTRY["multi"]
 
 
 def set_mechanism_from_name(name: str, *, epsilon: float, k: int, m: int) -> SetMechanism:

@@ -13,21 +13,15 @@ from typing import Any
 import numpy as np
 
 from deniable.shared.descriptor import CampaignConfig
-from deniable.shared.mechanisms import OLHReport
+from deniable.shared.mechanisms import Mechanism
 from deniable.shared.tokens import Token
 
 __all__ = ["device_reports", "seal_reports", "simulate_envelopes", "upload"]
 
 
-def device_reports(mechanism: Any, simulated: Any) -> list[Any]:
+def device_reports(mechanism: Mechanism[Any], simulated: Any) -> list[Any]:
     """Split ``mechanism.simulate`` output into per-device reports that ``encode_report`` accepts."""
-    if mechanism.name == "olh":
-        return [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y, strict=True)]
-    array = np.asarray(simulated)
-    if array.ndim == 2:  # unary encoding: one row of bits per device → bitmask
-        weights = [1 << v for v in range(array.shape[1])]
-        return [sum(w for w, bit in zip(weights, row, strict=True) if bit) for row in array.tolist()]
-    return [int(x) for x in array.tolist()]
+    return mechanism.split_simulated(simulated)
 
 
 def simulate_envelopes(

@@ -521,7 +521,7 @@ def test_public_names_are_pinned() -> None:
     from deniable.shared import descriptor as campaign
 
     assert sorted(campaign.__all__) == [
-        "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "LOCAL_MECHANISMS", "MAX_BUDGET", "MAX_CATEGORIES",
+        "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "MAX_BUDGET", "MAX_CATEGORIES",
         "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
         "MAX_QUESTION_CHARS", "MIN_EPSILON",
         "STATUSES", "TRUST_MODELS",

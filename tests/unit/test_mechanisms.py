@@ -284,7 +284,8 @@ def test_public_surface_is_pinned() -> None:
             "GRR", "MAX_EPSILON", "MAX_K", "MECHANISMS", "MIN_EPSILON", "OLH", "OUE",
             "BinaryRR", "Estimate", "Mechanism",
             "OLHReport", "OLHReports", "Tally", "choose_mechanism", "mechanism_from_name", "olh_hash",
-            "project_to_simplex",
+            "project_to_simplex", "KINDS", "REGISTRY", "mechanism_class", "mechanism_names", "register",
+            "unregister",
         ]
     )
     for name in mechanisms.__all__:
