@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deniable.aggregator.ratelimit import BucketTable, Decision
+from deniable.shared.contract import error_body
 from deniable.shared.limits import (
     AUTH_FAILURE_BURST_DEFAULT,
     AUTH_FAILURE_RATE_DEFAULT,
@@ -46,7 +47,7 @@ from deniable.shared.limits import (
     MAX_HEADER_FIELDS,
 )
 
-__all__ = ["ENVIRON_INGEST_LIMIT", "Front", "FrontSettings", "RateLimits", "error_body"]
+__all__ = ["ENVIRON_INGEST_LIMIT", "Front", "FrontSettings", "RateLimits", "error_bytes"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -81,9 +82,10 @@ class FrontSettings:
     auth_failure_burst: int = AUTH_FAILURE_BURST_DEFAULT
 
 
-def error_body(code: str, message: str) -> bytes:
-    """The API's JSON error body ``{"error": {"code", "message"}}``."""
-    return json.dumps({"error": {"code": code, "message": message}}).encode()
+def error_bytes(code: str, message: str) -> bytes:
+    """The API's JSON error body (:func:`deniable.shared.contract.error_body`) as bytes, for answers the
+    front writes before Flask sees the request."""
+    return json.dumps(error_body(code, message)).encode()
 
 
 class RateLimits:
@@ -257,7 +259,7 @@ async def _too_large(send: Send, limit: int) -> None:
 async def _answer(
     send: Send, status: int, code: str, message: str, *, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    body = error_body(code, message)
+    body = error_bytes(code, message)
     await send(
         {
             "type": "http.response.start",

@@ -20,6 +20,7 @@ from typing import Any
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException
 
+from deniable.shared.contract import error_body
 from deniable.shared.errors import (
     BudgetExceeded,
     CampaignClosed,
@@ -62,7 +63,7 @@ _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> tuple[Response, int]:
     """The JSON error body with its status."""
-    return jsonify({"error": {"code": code, "message": message, **extra}}), status
+    return jsonify(error_body(code, message, **extra)), status
 
 
 def _deniable_error(exc: DeniableError) -> tuple[Response, int]:

@@ -30,6 +30,7 @@ from typing import Any
 from werkzeug.exceptions import BadRequest
 
 from deniable.aggregator.store import ReportRow, Store
+from deniable.shared.contract import BATCH_STATUSES
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
 from deniable.shared.errors import CampaignClosed, InvalidReport, PermissionDenied
@@ -136,7 +137,7 @@ def submit_batch(
         for position, (status, reason) in zip(positions, outcomes, strict=True):
             results[position]["status"] = status
             results[position]["reason"] = reason
-    counts = {status: 0 for status in ("accepted", "duplicate", "rejected")}
+    counts = dict.fromkeys(BATCH_STATUSES, 0)
     for result in results:
         counts[result["status"]] += 1
     return {"results": results, **counts}

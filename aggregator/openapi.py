@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CENTRAL_MECHANISM
 from deniable.shared.fields import ROUND_PATTERN
 from deniable.shared.limits import (
@@ -371,7 +372,7 @@ _SCHEMAS: dict[str, Any] = {
             "reports": {
                 "type": "array",
                 "minItems": 1,
-                "maxItems": 1000,
+                "maxItems": MAX_BATCH,
                 "description": "envelopes (see Envelope); an item that is not a valid envelope is rejected "
                 "on its own in the reply, it never fails the batch",
                 "items": {},
@@ -719,7 +720,7 @@ _PATHS: dict[str, Any] = {
     "/api/v1/campaigns/{campaign_id}/reports": {
         "post": {
             "operationId": "submitReports",
-            "summary": "Upload 1 to 1000 encrypted reports (public: devices are anonymous)",
+            "summary": f"Upload 1 to {MAX_BATCH} encrypted reports (public: devices are anonymous)",
             "security": _PUBLIC,
             "parameters": [_CAMPAIGN_ID],
             "requestBody": {

@@ -39,7 +39,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
 from deniable.aggregator.app import create_app
-from deniable.aggregator.front import Front, FrontSettings, error_body
+from deniable.aggregator.front import Front, FrontSettings, error_bytes
 from deniable.aggregator.log_format import EscapingFormatter
 from deniable.shared.limits import MAX_HEADER_BYTES
 
@@ -64,7 +64,7 @@ class PrivateLogger(Logger):  # type: ignore[misc]
 
 
 def _raw_answer(status: int, reason: str, code: str, message: str, extra: str = "") -> bytes:
-    body = error_body(code, message)
+    body = error_bytes(code, message)
     head = (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         f"{extra}Connection: close\r\n\r\n"

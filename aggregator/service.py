@@ -22,6 +22,7 @@ from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.release_policy import next_refresh_at, parse_policy
 from deniable.aggregator.store import CampaignRecord, Store
 from deniable.shared.accounting import compose
+from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
 from deniable.shared.limits import (
@@ -113,7 +114,7 @@ class Service:
         data_dir: Path,
         *,
         database: Path,
-        max_batch: int = 1000,
+        max_batch: int = MAX_BATCH,
         max_group_values: int = MAX_GROUP_VALUES_DEFAULT,
         max_body: int = 8 * 1024 * 1024,
     ) -> None:

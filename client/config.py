@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import urllib.parse
 from typing import Any
 
 from deniable.shared.canonical_json import canonical_json
+from deniable.shared.contract import campaign_path
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import (
     CampaignClosed,
@@ -34,9 +34,8 @@ from deniable.shared.messages import show
 from .state import DeviceState
 from .transport import Transport, error_message
 
-__all__ = ["CONFIG_PATH", "check_pin", "fetch_config", "pin_summary", "resolve_config"]
+__all__ = ["check_pin", "fetch_config", "pin_summary", "resolve_config"]
 
-CONFIG_PATH = "/api/v1/campaigns/{}"
 _SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model", "budget", "adjacency")
 
 
@@ -46,7 +45,7 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
     Raises :class:`UnknownCampaign` (404), :class:`TransportError` (unreachable, 5xx, 429),
     :class:`InvalidConfig` (any other answer, an invalid config, or a config for another campaign).
     """
-    path = CONFIG_PATH.format(urllib.parse.quote(campaign_id, safe=""))
+    path = campaign_path(campaign_id)
     try:
         response = transport.request("GET", path)
     except TransportError as exc:

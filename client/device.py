@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from deniable.shared.contract import CLIENT_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import AdmissionTokenRequired, AnswerChanged, InvalidParameter
 from deniable.shared.fields import check_round, plural
@@ -41,7 +42,7 @@ from deniable.shared.tokens import Token
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
 from .memo import answer_tag, one_shot_answer, permanent_response, round_report_id
-from .outbox import MAX_BATCH, FlushResult, Outbox, RetryPolicy
+from .outbox import FlushResult, Outbox, RetryPolicy
 from .report import central_refusal, privacy_cost, seal_answer
 from .state import (
     DeviceState,
@@ -140,7 +141,7 @@ class Client:
         timeout: float = 10.0,
         transport: Transport | None = None,
         allow_central: bool = False,
-        batch_size: int = MAX_BATCH,
+        batch_size: int = CLIENT_BATCH,
         retry: RetryPolicy | None = None,
         durability: str = "normal",
         outbox_max_age: float = OUTBOX_MAX_AGE_DEFAULT,

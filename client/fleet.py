@@ -17,12 +17,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from deniable.shared.contract import CLIENT_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
 from deniable.shared.fields import check_round
 
 from .config import fetch_config
-from .outbox import MAX_BATCH, Delivery, RetryPolicy, post_batch
+from .outbox import Delivery, RetryPolicy, post_batch
 from .report import central_refusal, randomize_index, seal_answer
 from .transport import HTTPTransport, Transport
 
@@ -86,7 +87,7 @@ def simulate_fleet(
     campaign_id: str,
     values: Sequence[str],
     groups: Sequence[Mapping[str, str]] | None = None,
-    batch_size: int = MAX_BATCH,
+    batch_size: int = CLIENT_BATCH,
     *,
     progress: Callable[[int, int], None] | None = None,
     transport: Transport | None = None,
@@ -105,8 +106,8 @@ def simulate_fleet(
     ``UnknownCampaign``/``InvalidConfig``/``CampaignClosed`` for the campaign, and ``TransportError`` if
     the config cannot be fetched.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= MAX_BATCH:
-        raise InvalidParameter(f"'batch_size' must be an integer in [1, {MAX_BATCH}], got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= CLIENT_BATCH:
+        raise InvalidParameter(f"'batch_size' must be an integer in [1, {CLIENT_BATCH}], got {batch_size!r}")
     if groups is not None and len(groups) != len(values):
         raise InvalidParameter(
             f"'groups' must hold one dict per value: got {len(groups)} for {len(values)} values"

@@ -48,11 +48,11 @@ import math
 import secrets
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deniable.shared.contract import BATCH_STATUSES, CLIENT_BATCH, campaign_path, parse_error
 from deniable.shared.errors import (
     AccessDenied,
     AggregatorUnavailable,
@@ -72,8 +72,6 @@ from .state import DeviceState, OutboxEntry
 from .transport import Response, Transport, error_message
 
 __all__ = [
-    "MAX_BATCH",
-    "REPORTS_PATH",
     "Delivery",
     "FlushResult",
     "Outbox",
@@ -82,11 +80,7 @@ __all__ = [
     "read_batch_reply",
 ]
 
-REPORTS_PATH = "/api/v1/campaigns/{}/reports"
-#: Largest batch the client sends (the aggregator accepts up to 1000 per request).
-MAX_BATCH = 500
 _RETRYABLE_4XX = frozenset({408, 425})
-_STATUSES = ("accepted", "duplicate", "rejected")
 
 
 @dataclass(frozen=True)
@@ -190,9 +184,9 @@ def read_batch_reply(body: Any, ids: Sequence[str]) -> Delivery:
         )
     delivered: list[str] = []
     rejected: list[tuple[str, str, str]] = []
-    counts = dict.fromkeys(_STATUSES, 0)
+    counts = dict.fromkeys(BATCH_STATUSES, 0)
     for i, (item, rid) in enumerate(zip(results, ids, strict=True)):
-        ok = isinstance(item, dict) and item.get("report_id") == rid and item.get("status") in _STATUSES
+        ok = isinstance(item, dict) and item.get("report_id") == rid and item.get("status") in BATCH_STATUSES
         reason = item.get("reason") if isinstance(item, dict) else None
         if ok and item["status"] == "rejected":
             ok = isinstance(reason, str) and bool(reason.strip())
@@ -208,7 +202,7 @@ def read_batch_reply(body: Any, ids: Sequence[str]) -> Delivery:
             rejected.append((rid, "rejected", str(reason)))
         else:
             delivered.append(rid)
-    if any(body.get(key) != counts[key] for key in _STATUSES):
+    if any(body.get(key) != counts[key] for key in BATCH_STATUSES):
         raise MalformedReply(
             "the counts of the aggregator's 200 answer do not match its results, so no report was settled",
             status=200,
@@ -256,9 +250,8 @@ def _failure(response: Response, where: str, count: int) -> DeliveryError:
     if status >= 500 or status in _RETRYABLE_4XX:
         return AggregatorUnavailable(f"{what} ({detail}); {kept}, retry later", status=status)
     if 400 <= status < 500:
-        code = ""
-        if isinstance(response.body, dict) and isinstance(response.body.get("error"), dict):
-            code = str(response.body["error"].get("code") or "")
+        parsed = parse_error(response.body)
+        code = "" if parsed is None else parsed.code
         return BatchRefused(
             f"{what} ({detail}); an answer about the whole batch, not a verdict on each report, so {kept}",
             status=status,
@@ -275,7 +268,7 @@ def post_batch(
     A 413 splits the batch in halves, each posted (and retried) on its own.
     """
     ids = [str(e["report_id"]) for e in envelopes]
-    path = REPORTS_PATH.format(urllib.parse.quote(campaign_id, safe=""))
+    path = campaign_path(campaign_id, "reports")
     failure: TransportError = TransportError("no attempt made")
     attempt = 0
     while attempt < policy.attempts:
@@ -334,14 +327,14 @@ class Outbox:
         transport: Transport,
         lock: threading.RLock,
         *,
-        batch_size: int = MAX_BATCH,
+        batch_size: int = CLIENT_BATCH,
         policy: RetryPolicy | None = None,
         max_age: float,
         clock: Callable[[], float] = time.time,
         route: Callable[[str], Transport] | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= MAX_BATCH:
-            raise InvalidParameter(f"'batch_size' must be an integer in [1, {MAX_BATCH}], got {batch_size!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= CLIENT_BATCH:
+            raise InvalidParameter(f"'batch_size' must be an integer in [1, {CLIENT_BATCH}], got {batch_size!r}")
         self._state = state
         self._transport = transport
         self._route = route  # the transport of a campaign (its shuffler for a shuffled one); None: transport

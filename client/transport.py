@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from deniable.shared.contract import parse_error
 from deniable.shared.errors import InvalidParameter, TransportError
 
 __all__ = ["HTTPTransport", "Response", "Transport", "error_message"]
@@ -54,11 +55,8 @@ class Transport(Protocol):
 
 def error_message(response: Response) -> str:
     """The ``{"error": {"code", "message"}}`` of an error answer as ``"code: message"``, or the status."""
-    body = response.body
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        err = body["error"]
-        return f"{err.get('code', 'error')}: {err.get('message', '')}".strip()
-    return f"HTTP {response.status}"
+    parsed = parse_error(response.body)
+    return f"HTTP {response.status}" if parsed is None else parsed.text()
 
 
 class _NoDelayHTTPConnection(http.client.HTTPConnection):

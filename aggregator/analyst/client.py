@@ -21,7 +21,6 @@ Errors are the SDK's typed errors (see :mod:`deniable.analyst.http`). Standard l
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from deniable.analyst.http import Connection, resolve_token, resolve_url
 from deniable.analyst.records import RELEASE_COLUMNS, Records, estimate_rows, timeline_rows
+from deniable.shared.contract import CAMPAIGNS_PATH, campaign_path
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, CAMPAIGN_PAGE_MAX, CAMPAIGN_STATUSES, TIMELINE_BUCKETS
 
@@ -55,7 +55,7 @@ class CampaignPage:
 def _path(campaign_id: str, *rest: str) -> str:
     if not isinstance(campaign_id, str) or not campaign_id:
         raise InvalidParameter(f"the campaign id must be a non-empty string, got {campaign_id!r}")
-    return "/".join(["/api/v1/campaigns", urllib.parse.quote(campaign_id, safe=""), *rest])
+    return campaign_path(campaign_id, *rest)
 
 
 class Analyst:
@@ -89,7 +89,7 @@ class Analyst:
         ``POST /api/v1/campaigns``: ``mechanism``, ``group_fields``, ``group_values``, ``trust_model``,
         ``budget``, ``adjacency``, ``recurring``."""
         body = {"id": id, "question": question, "categories": list(categories), "epsilon": epsilon, **options}
-        config: dict[str, Any] = self._http.request("POST", "/api/v1/campaigns", body=body)
+        config: dict[str, Any] = self._http.request("POST", CAMPAIGNS_PATH, body=body)
         return config
 
     def campaigns(
@@ -103,7 +103,7 @@ class Analyst:
         if not (isinstance(offset, int) and offset >= 0):
             raise InvalidParameter(f"'offset' must be a whole number >= 0, got {offset!r}")
         body = self._http.request(
-            "GET", "/api/v1/campaigns", params={"status": status, "limit": limit, "offset": offset}
+            "GET", CAMPAIGNS_PATH, params={"status": status, "limit": limit, "offset": offset}
         )
         campaigns = list(body["campaigns"])
         total = int(body.get("total", len(campaigns)))

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from deniable.shared.contract import parse_error
 from deniable.shared.errors import (
     AggregatorUnavailable,
     AuthenticationFailed,
@@ -123,11 +124,9 @@ def _check_token(token: str, where: str) -> str:
 def error_from_answer(status: int | None, body: Any, *, context: str, retry_after: float = 0.0) -> DeniableError:
     """The typed error of an error answer ``status`` with JSON ``body``, its message prefixed by ``context``."""
     code, message, extra = None, f"HTTP {status}", {}
-    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
-        error = body["error"]
-        code = str(error.get("code") or "") or None
-        message = str(error.get("message") or message)
-        extra = {key: error[key] for key in error if key not in ("code", "message")}
+    parsed = parse_error(body)
+    if parsed is not None:
+        code, message, extra = parsed.code or None, parsed.message or message, dict(parsed.extra)
     cls = _BY_CODE.get(code or "")
     if cls is None and status is not None:
         cls = AggregatorUnavailable if status >= 500 else _BY_STATUS.get(status, DeniableError)

@@ -15,6 +15,7 @@ from flask import Blueprint, current_app, jsonify
 from flask.typing import ResponseReturnValue
 
 from deniable.aggregator.service import current_service
+from deniable.shared.contract import error_body
 
 bp = Blueprint("health", __name__)
 
@@ -33,6 +34,6 @@ def readyz() -> ResponseReturnValue:
     if ready:
         return body
     reasons = "; ".join(check["reason"] for check in body["checks"].values() if not check["ok"])
-    response = jsonify({**body, "error": {"code": "not_ready", "message": reasons}})
+    response = jsonify({**body, **error_body("not_ready", reasons)})
     response.headers["Retry-After"] = "5"
     return response, 503
