@@ -18,7 +18,7 @@ from deniable.shared.contract import (
 
 def test_public_names_are_pinned() -> None:
     assert sorted(contract.__all__) == [
-        "API_PREFIX", "BATCH_STATUSES", "CAMPAIGNS_PATH", "CLIENT_BATCH", "MAX_BATCH", "ErrorBody", "campaign_path",
+        "API_PREFIX", "BATCH_STATUSES", "CAMPAIGNS_PATH", "CLIENT_BATCH", "ErrorBody", "MAX_BATCH", "campaign_path",
         "error_body", "parse_error",
     ]  # fmt: skip
 
