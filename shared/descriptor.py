@@ -395,7 +395,8 @@ class CampaignConfig:
         elif trust_model != "central" and mechanism == "auto":
             mechanism = choose_mechanism(len(cats), eps).name
         params: dict[str, int] = {"k": len(cats)}
-        if trust_model != "central":
+        chosen = mechanism_class(mechanism) if trust_model != "central" else None
+        if chosen is not None and chosen.fixed_k in (None, len(cats)):  # else __post_init__ says why not
             params.update(_build(str(mechanism), eps, len(cats)).public_params())
         key = encode_key(public_key) if isinstance(public_key, bytes) else public_key
         config = cls(
