@@ -69,11 +69,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CENTRAL_AUDITABLE",
-    "auditable",
     "AuditResult",
     "Neighbours",
     "audit",
     "audit_neighbours",
+    "auditable",
     "central_neighbours",
     "clopper_pearson",
     "local_neighbours",
