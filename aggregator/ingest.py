@@ -58,10 +58,10 @@ def parse_batch(body: Any, *, max_batch: int) -> list[Any]:
 def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> ReportRow:
     """Validate, decrypt and decode one envelope into a storable row; raises ``InvalidReport``."""
     envelope = Envelope.from_json(item)
-    if envelope.version != config.format_version:
+    if envelope.version != config.envelope_version:
         raise InvalidReport(
             f"envelope 'v' is {envelope.version}, but campaign '{config.id}' takes format version "
-            f"{config.format_version} envelopes only; seal the report again under the campaign's descriptor"
+            f"{config.envelope_version} envelopes only; seal the report again under the campaign's descriptor"
         )
     payload = open_envelope(
         envelope, campaign_id=config.id, private_key=private_key, padded_length=config.padded_length

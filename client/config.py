@@ -81,6 +81,14 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
 def pin_summary(config: CampaignConfig) -> dict[str, Any]:
     """The privacy-relevant fields stored with a pin; categories only as a SHA-256 of their list."""
     full = config.to_json()
+    if config.is_survey:  # a survey: ε, key and trust model as they are, each question's fields as a hash
+        summary = {key: full[key] for key in _SUMMARY_FIELDS if key in full}
+        summary["split"] = full["split"]["mode"]
+        for question in full["questions"]:
+            summary[f"question {question['id']}_sha256"] = hashlib.sha256(canonical_json(question)).hexdigest()
+        summary["title_sha256"] = hashlib.sha256(canonical_json(full["title"])).hexdigest()
+        summary["group_fields"] = full["group_fields"]
+        return summary
     summary = {key: full[key] for key in _SUMMARY_FIELDS}
     summary["categories_sha256"] = hashlib.sha256(canonical_json(full["categories"])).hexdigest()
     summary["question_sha256"] = hashlib.sha256(canonical_json(full["question"])).hexdigest()

@@ -30,6 +30,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from deniable.shared.contract import CLIENT_BATCH
 from deniable.shared.descriptor import CampaignConfig
@@ -37,13 +38,23 @@ from deniable.shared.errors import AdmissionTokenRequired, AnswerChanged, Invali
 from deniable.shared.fields import check_round, plural
 from deniable.shared.ids import make_pseudonym
 from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OUTBOX_MAX_AGE_RANGE
+from deniable.shared.questions import LEGACY_QUESTION_ID
 from deniable.shared.tokens import Token
 
 from .config import resolve_config
 from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
-from .memo import answer_tag, one_shot_answer, permanent_response, round_report_id
+from .memo import (
+    answer_tag,
+    drawn_question,
+    one_shot_answer,
+    permanent_response,
+    round_report_id,
+    survey_answer_id,
+    survey_permanent,
+    survey_round_report_id,
+)
 from .outbox import FlushResult, Outbox, RetryPolicy
-from .report import central_refusal, privacy_cost, seal_answer
+from .report import central_refusal, normalize_answers, privacy_cost, seal_answer
 from .state import (
     DeviceState,
     ExpiredReport,
@@ -219,7 +230,7 @@ class Client:
     def submit(
         self,
         campaign_id: str,
-        value: str,
+        value: Any,
         groups: Mapping[str, str] | None = None,
         *,
         recurring: bool = False,
@@ -227,6 +238,16 @@ class Client:
         reanswer: bool = False,
     ) -> Receipt:
         """Answer ``campaign_id`` with the category label ``value``; the report is queued, not yet sent.
+
+        A *survey* (format 3) takes its answers as a dict, all in one envelope:
+        ``submit("health", {"smoke": "yes", "age": 37, "apps": ["mail", "maps"]})`` (a category label for a
+        ``choice`` question, or a number for one with ``bins``; a list of option labels for ``multi``; an int
+        or float for ``number``). A question left out (or None) is skipped where the question is
+        ``optional`` (sent as a padded ``null``, the same size). Every answer is checked before anything is
+        drawn: an unknown category or option, too many options, a number out of range (unless the question
+        clips), NaN or the wrong type raise :class:`~deniable.shared.errors.InvalidAnswer` naming the
+        question (``.question``), and nothing is spent or queued. The survey's ε is charged once for all
+        its questions, whichever split it uses. A one-question survey also takes its answer bare.
 
         One-shot campaigns (the default): the first answer spends the campaign's ε once and stands;
         the same answer (value and groups) again re-queues the identical report and spends nothing. A
@@ -252,7 +273,13 @@ class Client:
         with self._lock, state_errors(self._state.path):
             pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
             config = resolve_config(self._state, self._transport, campaign_id, self._configs)
-            index = config.category_index(value)
+            index: Any
+            if config.is_survey:
+                index = normalize_answers(config, value)  # the normalized answers, checked per question
+            else:
+                if isinstance(value, Mapping) and set(value) == {LEGACY_QUESTION_ID}:
+                    value = value[LEGACY_QUESTION_ID]  # a one-question campaign answered as a survey
+                index = config.category_index(value)
             if config.trust_model == "central" and not self.allow_central:
                 raise central_refusal(config)
             if recurring and config.trust_model == "central":
@@ -265,9 +292,8 @@ class Client:
                         f"campaign {campaign_id!r} is recurring and collects in rounds: pass recurring=True "
                         "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
                     )
-                return self._answer_round(
-                    config, index, pseudonym, groups, check_round(round, InvalidParameter), reanswer
-                )
+                answer_round = self._answer_survey_round if config.is_survey else self._answer_round
+                return answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter), reanswer)
             if recurring or round is not None:
                 raise InvalidParameter(
                     f"campaign {campaign_id!r} is not recurring: it counts one answer per device, so leave "
@@ -289,7 +315,7 @@ class Client:
     def _answer(
         self,
         config: CampaignConfig,
-        index: int,
+        index: Any,
         pseudonym: str,
         groups: Mapping[str, str] | None,
         reanswer: bool,
@@ -379,6 +405,67 @@ class Client:
             if not paid:
                 DeviceState.record_spend(db, ReportRow(report_id, config.id, True, config.trust_model, cost, text))
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, report_id, text))
+            DeviceState.enqueue(db, envelope.report_id, config.id, text)
+        return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
+
+    def _answer_survey_round(
+        self,
+        config: CampaignConfig,
+        answers: dict[str, Any],
+        pseudonym: str,
+        groups: Mapping[str, str] | None,
+        round: str,
+        reanswer: bool = False,
+    ) -> Receipt:
+        """One round's answer to a recurring survey: each asked question's permanent response of its answer
+        (:func:`~deniable.client.memo.survey_permanent`), under the round's own report id.
+
+        The ledger pays ε_q once per distinct answer of question q (its permanent id), over all rounds: an
+        unchanged survey costs nothing more, a changed answer to one question costs that question's ε. A
+        sampling survey always asks this device the same question (:func:`~deniable.client.memo.drawn_question`).
+        """
+        secret = self._state.secret
+        drawn = drawn_question(config, secret)
+        asked = range(len(config.questions)) if drawn is None else (drawn,)
+        permanents: list[tuple[int, str | None, Any]] = []
+        for i in asked:  # every asked question draws, a skipped one its dummy: a fixed pattern
+            answer = answers[config.questions[i].id]
+            permanent_id, report = survey_permanent(config, secret, i, answer)
+            permanents.append((i, None if answer is None else permanent_id, None if answer is None else report))
+        answer_id = survey_answer_id(config, secret, answers)
+        with self._state.transaction() as db:
+            given = self._state.round_answer(config.id, round)
+            if given is not None and given.answer_id != answer_id:
+                status = self._state.report_status(given.report_id)
+                if not reanswer or status == "delivered":
+                    answered = self._state.round_created(config.id, round) or 0.0
+                    raise _changed(config, answered, privacy_cost(config), status, round)
+                DeviceState.withdraw(db, given.report_id)
+                DeviceState.forget_round(db, config.id, round)
+                given = None
+            if given is not None:
+                queued = not self._state.rejected(given.report_id)
+                if queued:
+                    DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
+                return Receipt(config.id, given.report_id, 0.0, True, True, config.trust_model, queued, round)
+            unpaid = [
+                (config.questions[i], pid) for i, pid, _ in permanents
+                if pid is not None and self._state.report(pid) is None
+            ]  # fmt: skip
+            cost = sum((Fraction(q.epsilon) for q, _ in unpaid), Fraction(0))
+            if unpaid:
+                self._check_budget(config, cost)
+            reports = {config.questions[i].id: report for i, _, report in permanents}
+            envelope = seal_answer(
+                config, secret, reports, groups,
+                report_id=survey_round_report_id(config, secret, answers, round),
+                round=round, token=self._spend_token(config, db),
+            )  # fmt: skip
+            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            for question, pid in unpaid:
+                row = ReportRow(pid, config.id, True, config.trust_model, Fraction(question.epsilon), text)
+                DeviceState.record_spend(db, row)
+            DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, answer_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
         return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
 

@@ -57,7 +57,7 @@ from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import Mechanism
 
 from .drbg import HmacDrbg
-from .report import randomize_index
+from .report import randomize_index, randomize_survey
 
 __all__ = [
     "ANSWER_TAG_KEY",
@@ -65,9 +65,16 @@ __all__ = [
     "PERSONALIZATION",
     "ROUND_PERSONALIZATION",
     "answer_tag",
+    "answers_digest",
+    "drawn_question",
     "one_shot_answer",
     "permanent_response",
     "round_report_id",
+    "survey_answer_id",
+    "survey_nonce",
+    "survey_one_shot",
+    "survey_permanent",
+    "survey_round_report_id",
 ]
 
 #: Personalization string of the permanent-response DRBG (domain separation from any other use). v2: the
@@ -83,15 +90,17 @@ ROUND_PERSONALIZATION = b"deniable/round-report-id/v1"
 ANSWER_TAG_KEY = b"deniable/answer-tag/v1"
 
 
-def answer_tag(device_secret: bytes, campaign_id: str, value_index: int, groups: Mapping[str, str]) -> str:
+def answer_tag(device_secret: bytes, campaign_id: str, value_index: Any, groups: Mapping[str, str]) -> str:
     """A keyed fingerprint of one answer (value and groups) to a campaign, so that a second ``submit``
-    can tell a repeat from a changed answer without the raw value ever reaching the disk.
+    can tell a repeat from a changed answer without the raw value ever reaching the disk. ``value_index``
+    is the category index, or a survey's normalized answers (a mapping of question ids).
 
     ``HMAC-SHA256(ANSWER_TAG_KEY ‖ secret, canonical JSON of [campaign id, index, groups])``, hex. Without
     the device secret it reveals nothing about the value; whoever holds both the secret and the state
     database can recompute it per category (the same limit as the report ids of recurring campaigns).
     """
-    message = canonical_json([campaign_id, value_index, dict(groups)])
+    message = canonical_json([campaign_id, dict(value_index) if isinstance(value_index, Mapping) else value_index,
+                              dict(groups)])
     return hmac.new(ANSWER_TAG_KEY + device_secret, message, hashlib.sha256).hexdigest()
 
 
@@ -124,8 +133,9 @@ def round_report_id(device_secret: bytes, campaign_id: str, value_index: int, ro
     return str(HmacDrbg(device_secret, nonce, ROUND_PERSONALIZATION).generate(16).hex())
 
 
-def one_shot_answer(config: CampaignConfig, device_secret: bytes, value_index: int) -> tuple[str, Any]:
-    """``(report_id, report)`` of the one-shot answer ``value_index`` to the campaign ``config``.
+def one_shot_answer(config: CampaignConfig, device_secret: bytes, value_index: Any) -> tuple[str, Any]:
+    """``(report_id, report)`` of the one-shot answer ``value_index`` to the campaign ``config`` (a survey:
+    ``value_index`` is its normalized answers, see :func:`survey_one_shot`).
 
     Deterministic in (device secret, campaign id, config fingerprint, value). The DRBG nonce is
     ``len(id) (2 bytes, big endian) ‖ id (UTF-8) ‖ fingerprint (32 bytes) ‖ value (4 bytes, big endian)``;
@@ -133,6 +143,8 @@ def one_shot_answer(config: CampaignConfig, device_secret: bytes, value_index: i
     report has the mechanism's ε-LDP law (computationally, to anyone without the secret). Central
     campaigns: the report is the value itself (the user opted into the curator), the id is derived alike.
     """
+    if config.is_survey:
+        return survey_one_shot(config, device_secret, value_index)
     campaign = config.id.encode("utf-8")
     nonce = (
         len(campaign).to_bytes(2, "big") + campaign + bytes.fromhex(config.pinned_fingerprint())
@@ -141,3 +153,81 @@ def one_shot_answer(config: CampaignConfig, device_secret: bytes, value_index: i
     drbg = HmacDrbg(device_secret, nonce, ONE_SHOT_PERSONALIZATION)
     report_id = drbg.generate(16).hex()
     return report_id, randomize_index(config, value_index, drbg.randbelow)
+
+
+# ---------------------------------------------------------------------------------------------- surveys
+#: Personalization strings of a survey's (format 3) DRBGs: the question a sampling survey asks, the
+#: one-shot answer and its report id, the answer id of a round, each question's permanent response.
+SURVEY_QUESTION_PERSONALIZATION = b"deniable/survey-question/v1"
+SURVEY_ONE_SHOT_PERSONALIZATION = b"deniable/survey-one-shot/v1"
+SURVEY_ANSWER_ID_PERSONALIZATION = b"deniable/survey-answer-id/v1"
+SURVEY_PERMANENT_PERSONALIZATION = b"deniable/survey-permanent/v1"
+
+
+def survey_nonce(config: CampaignConfig) -> bytes:
+    """``I2OSP(len(id), 2) ‖ id ‖ fingerprint (32 bytes)``: the campaign part of every survey DRBG nonce."""
+    campaign = config.id.encode("utf-8")
+    return len(campaign).to_bytes(2, "big") + campaign + bytes.fromhex(config.pinned_fingerprint())
+
+
+def answers_digest(normalized: Mapping[str, Any]) -> bytes:
+    """SHA-256 of the canonical JSON of the normalized answers (``{"age": 37, "apps": [0, 2], "smoke": 1}``;
+    a skipped question is ``null``): what the answer DRBGs are seeded with besides the campaign."""
+    return hashlib.sha256(canonical_json(dict(normalized))).digest()
+
+
+def drawn_question(config: CampaignConfig, device_secret: bytes) -> int | None:
+    """The index of the question a sampling survey asks this device (None under ``per_question``).
+
+    ``HMAC_DRBG(secret, survey_nonce, "deniable/survey-question/v1").randbelow(Q)``: a function of the
+    device and the campaign only, drawn before any answer is looked at, so which question is answered
+    carries no information about any answer (and a device asked again, or reset, answers the same question).
+    """
+    if config.split.mode != "sampling":
+        return None
+    drbg = HmacDrbg(device_secret, survey_nonce(config), SURVEY_QUESTION_PERSONALIZATION)
+    return drbg.randbelow(len(config.questions))
+
+
+def survey_one_shot(config: CampaignConfig, device_secret: bytes, normalized: Mapping[str, Any]) -> tuple[str, Any]:
+    """``(report_id, reports)`` of the one-shot answer to a survey: deterministic in (secret, campaign,
+    fingerprint, answers).
+
+    ``HMAC_DRBG(secret, survey_nonce ‖ answers_digest, "deniable/survey-one-shot/v1")``: the first 16 bytes
+    are the report id; then each asked question draws, in descriptor order, with its mechanism's fixed
+    pattern (:func:`deniable.client.report.randomize_survey` with the question of :func:`drawn_question`).
+    """
+    drbg = HmacDrbg(device_secret, survey_nonce(config) + answers_digest(normalized), SURVEY_ONE_SHOT_PERSONALIZATION)
+    report_id = drbg.generate(16).hex()
+    return report_id, randomize_survey(config, normalized, drbg.randbelow, drawn=drawn_question(config, device_secret))
+
+
+def survey_answer_id(config: CampaignConfig, device_secret: bytes, normalized: Mapping[str, Any]) -> str:
+    """A keyed id (32 hex) of a recurring survey's answers, the same in every round: a round answered again
+    with other answers is told apart by it (the round's ``answer_id``)."""
+    nonce = survey_nonce(config) + answers_digest(normalized)
+    return str(HmacDrbg(device_secret, nonce, SURVEY_ANSWER_ID_PERSONALIZATION).generate(16).hex())
+
+
+def survey_permanent(
+    config: CampaignConfig, device_secret: bytes, question_index: int, answer: Any
+) -> tuple[str, Any]:
+    """``(permanent_id, report)`` of the permanent randomized response of one question's answer (recurring
+    surveys): ``HMAC_DRBG(secret, survey_nonce ‖ I2OSP(len(qid), 1) ‖ qid ‖ SHA-256(canonical_json(answer)),
+    "deniable/survey-permanent/v1")``, first 16 bytes the id the ledger pays ε_q for once, then the question's
+    randomizer. ``answer`` None (skipped) randomizes the question's dummy, whose report is discarded."""
+    question = config.questions[question_index]
+    qid = question.id.encode("utf-8")
+    nonce = survey_nonce(config) + len(qid).to_bytes(1, "big") + qid + hashlib.sha256(canonical_json(answer)).digest()
+    drbg = HmacDrbg(device_secret, nonce, SURVEY_PERMANENT_PERSONALIZATION)
+    permanent_id = drbg.generate(16).hex()
+    value = question.dummy if answer is None else answer
+    return permanent_id, question.randomize(value, randbelow=drbg.randbelow)
+
+
+def survey_round_report_id(
+    config: CampaignConfig, device_secret: bytes, normalized: Mapping[str, Any], round: str
+) -> str:
+    """The report id of a recurring survey's answers in ``round`` (deterministic, one per round)."""
+    nonce = survey_nonce(config) + answers_digest(normalized) + round.encode("utf-8")
+    return str(HmacDrbg(device_secret, nonce, ROUND_PERSONALIZATION).generate(16).hex())

@@ -19,9 +19,10 @@ from deniable.shared.envelope import Envelope
 from deniable.shared.errors import InvalidConfig
 from deniable.shared.sampling import RandBelow
 from deniable.shared.shuffle import ShuffledEnvelope, seal_shuffled
+from deniable.shared.survey import check_answers, draw_question, randomize_answers
 from deniable.shared.tokens import Token
 
-__all__ = ["central_refusal", "privacy_cost", "randomize_index", "seal_answer"]
+__all__ = ["central_refusal", "normalize_answers", "privacy_cost", "randomize_index", "randomize_survey", "seal_answer"]
 
 
 def privacy_cost(config: CampaignConfig) -> Fraction:
@@ -51,6 +52,34 @@ def randomize_index(config: CampaignConfig, index: int, randbelow: RandBelow = s
     if config.trust_model == "central":
         return index
     return config.build_mechanism().randomize(index, randbelow=randbelow)
+
+
+def normalize_answers(config: CampaignConfig, value: Any) -> dict[str, Any]:
+    """A survey's answers checked and normalized per question (:func:`deniable.shared.survey.check_answers`).
+
+    A one-question survey also takes its answer bare (``"yes"``, ``37``, ``["mail"]``) instead of a dict.
+    Raises :class:`~deniable.shared.errors.InvalidAnswer` naming the question.
+    """
+    if len(config.questions) == 1 and not isinstance(value, Mapping):
+        value = {config.questions[0].id: value}
+    return check_answers(config.questions, value)
+
+
+def randomize_survey(
+    config: CampaignConfig,
+    normalized: Mapping[str, Any],
+    randbelow: RandBelow = secrets.randbelow,
+    *,
+    drawn: int | None = None,
+) -> dict[str, Any]:
+    """The reports (local) or values (central) of a survey's normalized answers, ready for ``make_payload``.
+
+    A sampling survey asks the question ``drawn`` (one ``randbelow(Q)`` from ``randbelow`` first when None,
+    before anything depends on an answer); a per-question survey asks all. Fixed pattern of draws.
+    """
+    if config.split.mode == "sampling" and drawn is None:
+        drawn = draw_question(len(config.questions), randbelow)
+    return randomize_answers(config.questions, config.split.mode, normalized, drawn=drawn, randbelow=randbelow)
 
 
 def seal_answer(

@@ -73,7 +73,7 @@ from deniable.shared.fields import (
     check_text,
     check_trimmed_labels,
 )
-from deniable.shared.formats import FORMAT_VERSION, SUITE_ID, SUPPORTED_VERSIONS
+from deniable.shared.formats import DESCRIPTOR_VERSIONS, FORMAT_VERSION, SUITE_ID, SURVEY_FORMAT_VERSION
 from deniable.shared.keys import decode_key, encode_key
 from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
@@ -92,7 +92,9 @@ from deniable.shared.mechanisms import (
 )
 from deniable.shared.messages import show
 from deniable.shared.payload import Payload
+from deniable.shared.questions import LEGACY_QUESTION_ID, ChoiceQuestion, Question, question_from_json
 from deniable.shared.shuffle import ShufflerInfo
+from deniable.shared.survey import Split, build_questions, check_survey_questions
 from deniable.shared.tokens import Admission, Token
 
 __all__ = [
@@ -147,6 +149,13 @@ _OPTIONAL_KEYS = frozenset(
 #: Central-only keys that appear in the JSON only when set (descriptors without them keep their fingerprint).
 _CENTRAL_OPTIONAL = ("delta", "budget_delta", "budget_rho", "group_size")
 _UNPINNED_KEYS = frozenset({"status"})
+#: A survey (format 3) has ``title``, ``questions`` and ``split`` instead of one question's four keys.
+_LEGACY_ONLY_KEYS = frozenset({"question", "categories", "mechanism", "params"})
+_SURVEY_REQUIRED_KEYS = (_REQUIRED_KEYS - _LEGACY_ONLY_KEYS) | {"title", "questions", "split"}
+#: The ``mechanism`` attribute of a local survey (each question names its own).
+SURVEY_MECHANISM = "survey"
+#: The legacy one-question split.
+_LEGACY_SPLIT = Split("per_question", "per_question", "one question: it runs at the whole epsilon")
 
 
 @dataclass(frozen=True)
@@ -182,12 +191,15 @@ class CampaignConfig:
     group_size: int | None = None
     admission: Admission | None = None
     shuffler: ShufflerInfo | None = None
+    questions: tuple[Question, ...] = ()
+    split: Split = _LEGACY_SPLIT
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         check_slug("id", self.id)
-        check_text("question", self.question, MAX_QUESTION_CHARS)
-        set_(self, "categories", check_categories(self.categories))
+        check_text("title" if self.is_survey else "question", self.question, MAX_QUESTION_CHARS)
+        if not self.is_survey:
+            set_(self, "categories", check_categories(self.categories))
         set_(self, "epsilon", check_range("epsilon", self.epsilon, CAMPAIGN_EPSILON, InvalidConfig))
         set_(self, "group_fields", check_group_fields(self.group_fields))
         set_(self, "group_values", MappingProxyType(check_group_values(self.group_values, self.group_fields)))
@@ -197,13 +209,17 @@ class CampaignConfig:
         check_recurring(self.recurring)
         if self.admission is not None and not isinstance(self.admission, Admission):
             raise InvalidConfig(f"'admission' must be an Admission, got {show(self.admission)}")
-        if isinstance(self.format_version, bool) or self.format_version not in SUPPORTED_VERSIONS:
+        if isinstance(self.format_version, bool) or self.format_version not in DESCRIPTOR_VERSIONS:
             raise InvalidConfig(
-                f"'format_version' must be one of {list(SUPPORTED_VERSIONS)}, "
+                f"'format_version' must be one of {list(DESCRIPTOR_VERSIONS)}, "
                 f"got {show(self.format_version)}; update the client to read newer campaigns"
             )
         if self.suite != SUITE_ID:
             raise InvalidConfig(f"'suite' must be {SUITE_ID!r}, got {show(self.suite)}")
+        if self.is_survey:
+            self._check_survey()
+        elif self.questions or self.split is not _LEGACY_SPLIT:
+            raise InvalidConfig("'questions' and 'split' belong to surveys (format_version 3)")
         if self.trust_model == "central":
             self._check_central()
         elif self.trust_model == "shuffled":
@@ -216,8 +232,42 @@ class CampaignConfig:
                 if self.shuffler is None
                 else "'shuffler' applies to shuffled campaigns only; leave it out"
             )
+        if self.is_survey:
+            return
         rules = {} if self.trust_model == "central" else _choice_class(self.mechanism).param_rules
         set_(self, "params", MappingProxyType(check_params(self.params, self._expected_params(), rules)))
+        legacy = ChoiceQuestion(
+            id=LEGACY_QUESTION_ID, text=self.question, epsilon=self.epsilon, mechanism=self.mechanism,
+            share=1, categories=self.categories,
+        )  # fmt: skip
+        set_(self, "questions", (legacy,))
+
+    @property
+    def is_survey(self) -> bool:
+        """True for a format 3 descriptor (``title``, ``questions``, ``split``); a format 1 or 2 descriptor is a
+        one-question survey whose question is ``LEGACY_QUESTION_ID``."""
+        return type(self.format_version) is int and self.format_version >= SURVEY_FORMAT_VERSION
+
+    def _check_survey(self) -> None:
+        if self.trust_model == "shuffled":
+            raise InvalidConfig(
+                "a survey (format_version 3) is local or central: the shuffler's inner payload carries one report "
+                "(docs/wire-format.md §12); ask a shuffled campaign one question"
+            )
+        if self.categories or self.params:
+            raise InvalidConfig("a survey (format_version 3) has no top-level 'categories' or 'params'")
+        if not isinstance(self.questions, tuple) or not all(isinstance(q, Question) for q in self.questions):
+            raise InvalidConfig("'questions' must be a tuple of Question")
+        if not isinstance(self.split, Split):
+            raise InvalidConfig(f"'split' must be a Split, got {show(self.split)}")
+        check_survey_questions(self.questions, self.split, self.epsilon)
+        expected = CENTRAL_MECHANISM if self.trust_model == "central" else SURVEY_MECHANISM
+        if self.mechanism != expected:
+            raise InvalidConfig(f"a {self.trust_model} survey's 'mechanism' attribute is {expected!r}")
+        if any(q.central != (self.trust_model == "central") for q in self.questions):
+            raise InvalidConfig(
+                "the questions of a central survey have mechanism 'none', those of a local survey a mechanism each"
+            )
 
     def _check_local(self) -> None:
         if self.budget is not None or self.adjacency is not None:
@@ -227,6 +277,8 @@ class CampaignConfig:
         for name in _CENTRAL_OPTIONAL:
             if getattr(self, name) is not None:
                 raise InvalidConfig(f"{name!r} applies to central campaigns only; leave it null for local ones")
+        if self.is_survey:
+            return
         names = mechanism_names("choice")
         check_choice("mechanism", self.mechanism, names)
         fixed_k = _choice_class(self.mechanism).fixed_k
@@ -423,13 +475,81 @@ class CampaignConfig:
         config._check_declared_groups()
         return config
 
+    @classmethod
+    def create_survey(
+        cls,
+        *,
+        id: str,
+        title: str,
+        questions: Sequence[Mapping[str, Any]],
+        epsilon: float,
+        public_key: str | bytes,
+        split: str = "auto",
+        group_fields: Sequence[str] = (),
+        trust_model: str = "local",
+        budget: float | None = None,
+        adjacency: str | None = None,
+        group_values: Mapping[str, Sequence[str]] | None = None,
+        recurring: bool = False,
+        delta: float | None = None,
+        budget_delta: float | None = None,
+        budget_rho: float | None = None,
+        group_size: int | None = None,
+        admission: Admission | None = None,
+    ) -> CampaignConfig:
+        """A new open survey (format 3): 1..MAX_QUESTIONS questions of the kinds ``choice``, ``multi`` and
+        ``number`` under one ε.
+
+        Each question is a mapping of :func:`~deniable.shared.questions.make_question`'s keywords without
+        ``epsilon``: ``{"id": "age", "text": "How old are you?", "kind": "number", "range": [18, 99]}``,
+        ``{"id": "apps", "text": ..., "kind": "multi", "options": [...], "max_selected": 3, "optional": True}``,
+        ``{"id": "smoke", "text": ..., "kind": "choice", "categories": ["no", "yes"]}`` (``bins`` for the
+        histogram of a number, ``share`` for the weight in the per-question split, ``mechanism`` a name or
+        ``auto``). ``split``: ``per_question`` (sequential composition, ε_q = ε·share/Σ shares rounded down),
+        ``sampling`` (each respondent answers one uniformly drawn question at the whole ε) or ``auto`` (the
+        planner's lower predicted variance; the descriptor says which and why). The rest is as in
+        :meth:`create`. Raises ``InvalidConfig``.
+        """
+        eps = check_range("epsilon", epsilon, CAMPAIGN_EPSILON, InvalidConfig)
+        for name, values in (group_values.items() if isinstance(group_values, Mapping) else ()):
+            if isinstance(values, list | tuple) and all(isinstance(v, str) for v in values):
+                check_trimmed_labels(f"'group_values.{name}'", tuple(values))
+        check_choice("trust_model", trust_model, TRUST_MODELS)
+        built, chosen = build_questions(questions, epsilon=eps, split=split, central=trust_model == "central")
+        key = encode_key(public_key) if isinstance(public_key, bytes) else public_key
+        config = cls(
+            id=id,
+            question=title,
+            categories=(),
+            epsilon=eps,
+            mechanism=CENTRAL_MECHANISM if trust_model == "central" else SURVEY_MECHANISM,
+            params={},
+            group_fields=check_group_fields(group_fields),
+            public_key=key,
+            format_version=SURVEY_FORMAT_VERSION,
+            trust_model=trust_model,  # type: ignore[arg-type]  # validated in __post_init__
+            budget=budget,
+            adjacency=adjacency,  # type: ignore[arg-type]
+            group_values={} if group_values is None else group_values,  # type: ignore[arg-type]  # validated
+            recurring=recurring,
+            delta=delta,
+            budget_delta=budget_delta,
+            budget_rho=budget_rho,
+            group_size=group_size,
+            admission=admission,
+            questions=built,
+            split=chosen,
+        )
+        config._check_declared_groups()
+        return config
+
     def to_json(self) -> dict[str, Any]:
         """The JSON object served at ``GET /api/v1/campaigns/<id>`` (``docs/wire-format.md``).
 
         ``group_values`` appears only when declared, ``recurring`` only when true and ``admission`` only when
         set, so descriptors without them keep their canonical JSON and pinned fingerprint.
         """
-        body = {
+        body: dict[str, Any] = {
             "id": self.id,
             "question": self.question,
             "categories": list(self.categories),
@@ -456,6 +576,12 @@ class CampaignConfig:
             body["admission"] = self.admission.to_json()
         if self.shuffler is not None:
             body["shuffler"] = self.shuffler.to_json()
+        if self.is_survey:
+            for key in _LEGACY_ONLY_KEYS:
+                del body[key]
+            body["title"] = self.question
+            body["questions"] = [q.to_json() for q in self.questions]
+            body["split"] = self.split.to_json()
         return body
 
     @classmethod
@@ -463,6 +589,14 @@ class CampaignConfig:
         """Parse and validate a descriptor; raises ``InvalidConfig`` (and nothing else) naming the field."""
         if not isinstance(obj, dict):
             raise InvalidConfig(f"a campaign config must be a JSON object, got {show(obj)}")
+        version = obj.get("format_version")
+        if type(version) is int and version == SURVEY_FORMAT_VERSION:
+            return cls._survey_from_json(obj)
+        if type(version) is int and version not in DESCRIPTOR_VERSIONS:  # before the keys, which differ by version
+            raise InvalidConfig(
+                f"'format_version' must be one of {list(DESCRIPTOR_VERSIONS)}, got {version}; update the client to "
+                "read newer campaigns"
+            )
         missing = sorted(_REQUIRED_KEYS - set(obj))
         unknown = sorted(str(key) for key in set(obj) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
         if missing or unknown:
@@ -499,6 +633,46 @@ class CampaignConfig:
             shuffler=None if obj.get("shuffler") is None else ShufflerInfo.from_json(obj["shuffler"]),
         )
 
+    @classmethod
+    def _survey_from_json(cls, obj: dict[str, Any]) -> CampaignConfig:
+        missing = sorted(_SURVEY_REQUIRED_KEYS - set(obj))
+        unknown = sorted(str(key) for key in set(obj) - _SURVEY_REQUIRED_KEYS - _OPTIONAL_KEYS)
+        if missing or unknown:
+            parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
+            parts += [f"unknown {', '.join(show(k) for k in unknown[:5])}"] if unknown else []
+            raise InvalidConfig(f"survey config (format_version 3) keys are wrong: {'; '.join(parts)}")
+        if not isinstance(obj["group_fields"], list):
+            raise InvalidConfig(f"'group_fields' must be a JSON array, got {show(obj['group_fields'])}")
+        if not isinstance(obj["questions"], list):
+            raise InvalidConfig(f"'questions' must be a JSON array, got {show(obj['questions'])}")
+        questions = tuple(question_from_json(q, i) for i, q in enumerate(obj["questions"]))
+        central = obj["trust_model"] == "central"
+        return cls(
+            id=obj["id"],
+            question=obj["title"],
+            categories=(),
+            epsilon=obj["epsilon"],
+            mechanism=CENTRAL_MECHANISM if central else SURVEY_MECHANISM,
+            params={},
+            group_fields=tuple(obj["group_fields"]),
+            public_key=obj["public_key"],
+            format_version=obj["format_version"],
+            suite=obj["suite"],
+            status=obj["status"],
+            trust_model=obj["trust_model"],
+            budget=obj.get("budget"),
+            adjacency=obj.get("adjacency"),
+            group_values=obj.get("group_values", {}),
+            recurring=obj.get("recurring", False),
+            delta=obj.get("delta"),
+            budget_delta=obj.get("budget_delta"),
+            budget_rho=obj.get("budget_rho"),
+            group_size=obj.get("group_size"),
+            admission=None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
+            questions=questions,
+            split=Split.from_json(obj["split"]),
+        )
+
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         """Pickle and deep-copy through the wire form (``params`` is a read-only mapping proxy)."""
         return (type(self).from_json, (self.to_json(),))
@@ -507,8 +681,42 @@ class CampaignConfig:
 
     @property
     def k(self) -> int:
-        """The number of categories."""
+        """The number of categories (one-question campaigns; ``InvalidConfig`` for a survey)."""
+        self._not_survey("k")
         return len(self.categories)
+
+    @property
+    def envelope_version(self) -> int:
+        """The ``v`` of this campaign's envelopes: the descriptor's format, except a survey's (format 3), whose
+        envelopes are version 2 (the same bytes; the payload inside follows the descriptor)."""
+        return min(self.format_version, FORMAT_VERSION)
+
+    @property
+    def title(self) -> str:
+        """The survey's title (format 3) or the question (formats 1 and 2)."""
+        return self.question
+
+    @property
+    def question_ids(self) -> tuple[str, ...]:
+        """The ids of the questions, in descriptor order (``("answer",)`` for formats 1 and 2)."""
+        return tuple(q.id for q in self.questions)
+
+    def question_by_id(self, question_id: object) -> Question:
+        """The question ``question_id``; ``InvalidParameter`` naming the survey's questions otherwise."""
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise InvalidParameter(
+            f"campaign {self.id!r} has no question {show(question_id)}; its questions are "
+            + ", ".join(repr(q.id) for q in self.questions)
+        )
+
+    def _not_survey(self, what: str) -> None:
+        if self.is_survey:
+            raise InvalidConfig(
+                f"campaign {self.id!r} is a survey of {len(self.questions)} question(s): {what} belongs to each "
+                "question (config.questions, config.question_by_id(...))"
+            )
 
     @property
     def public_key_bytes(self) -> bytes:
@@ -526,6 +734,7 @@ class CampaignConfig:
                 f"campaign '{self.id}' is a central campaign: the device sends its value to the curator "
                 "and has no mechanism to randomize with"
             )
+        self._not_survey("the mechanism")
         return self._mechanism
 
     @cached_property
@@ -534,6 +743,7 @@ class CampaignConfig:
 
     def category_index(self, label: object) -> int:
         """The index of ``label`` among the categories; ``InvalidParameter`` if it is not one of them."""
+        self._not_survey("a category index")
         index = self._index.get(label) if isinstance(label, str) else None
         if index is None:
             shown = ", ".join(repr(c) for c in self.categories[:10])

@@ -57,6 +57,7 @@ __all__ = [
     "DeniableError",
     "DeviceSecretDamaged",
     "DeviceStateError",
+    "InvalidAnswer",
     "InvalidConfig",
     "InvalidParameter",
     "InvalidReport",
@@ -283,6 +284,21 @@ class AnswerChanged(InvalidParameter):
     def __init__(self, message: str, *, answered_at: float) -> None:
         super().__init__(message)
         self.answered_at = answered_at
+
+
+class InvalidAnswer(InvalidParameter):
+    """A device's answer to one question of a survey is not one the question allows (an unknown category or
+    option, too many options, a number out of range, NaN, the wrong type, a missing required answer).
+
+    ``question`` is the id of the question; the message names it and says what it expects. Nothing was
+    randomized, spent or queued.
+    """
+
+    code = "invalid_answer"
+
+    def __init__(self, message: str, *, question: str) -> None:
+        super().__init__(message)
+        self.question = question
 
 
 class DeviceStateError(DeniableError):

@@ -56,6 +56,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_HEADER_FIELDS",
     "MAX_MIN_REPORTS_BEFORE_RELEASE",
+    "MAX_QUESTIONS",
     "MAX_REFRESH_INTERVAL_SECONDS",
     "MAX_RHO",
     "MAX_ROUNDS",
@@ -68,6 +69,7 @@ __all__ = [
     "NUMBER_STEPS",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
+    "QUESTION_SHARE",
     "RATE_LIMIT_TABLE_MAX",
     "RATE_RANGE",
     "RELEASES_PAGE_DEFAULT",
@@ -207,6 +209,15 @@ NUMBER_STEPS: tuple[int, int] = (1, 1 << 20)
 #: Cells of the Piecewise Mechanism's output lattice over [−C, C]: the variance grows by at most
 #: (2C/cells)²/4, and the device computes cells + 1 exact probabilities per grid point it answers.
 MEAN_LATTICE: tuple[int, int] = (2, 1 << 16)
+
+# -- surveys (deniable.shared.questions, deniable.shared.survey) ---------------------------------------------
+#: Questions one survey (a format 3 campaign) may hold: 20 is a long questionnaire already; under the
+#: per-question split each then runs at ε/20 or less, under sampling each sees n/20 respondents, and a
+#: payload holds one report per question (the padding grows with every question).
+MAX_QUESTIONS = 20
+#: The integer weight of a question in the per-question split of ε (ε_q = ε·share_q/Σ shares): 1 to 100,
+#: so the smallest share of a 20-question survey is above 1/2000 of ε.
+QUESTION_SHARE: tuple[int, int] = (1, 100)
 
 # -- the analyst's views (campaign lists, timelines) ------------------------------------------------------
 

@@ -4,6 +4,8 @@ Local campaigns: ``{"report": <wire report>, "groups": {...}}`` (the report enco
 mechanism); central: ``{"value": <category index>, "groups": {...}}``. A recurring campaign's payload also
 carries ``"round"`` (required there, forbidden elsewhere), a campaign with ``admission`` a ``"token"``.
 A shuffled campaign's (inner) payload is ``{"report": <wire report>}`` alone (``docs/wire-format.md`` §12).
+A survey (format 3) carries ``"answers"`` (local) or ``"values"`` (central) instead of the report or value:
+one entry per asked question (:mod:`deniable.shared.survey`).
 Every payload of a version-2 campaign is padded to :func:`padded_length`, the canonical JSON length of the
 widest payload the descriptor allows, so that an envelope's size says nothing about its content.
 JSON layout: ``docs/wire-format.md``. No I/O.
@@ -12,7 +14,7 @@ JSON layout: ``docs/wire-format.md``. No I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deniable.shared.base64url import b64url_encode
@@ -21,6 +23,8 @@ from deniable.shared.envelope import Envelope, seal
 from deniable.shared.errors import DeniableError, InvalidParameter, InvalidReport
 from deniable.shared.fields import MAX_GROUP_VALUE_CHARS, MAX_ROUND_CHARS, check_round, check_unicode
 from deniable.shared.messages import show
+from deniable.shared.questions import LEGACY_QUESTION_ID
+from deniable.shared.survey import decode_answers, widest_answers
 from deniable.shared.tokens import TOKEN_BYTES, Token
 
 if TYPE_CHECKING:
@@ -34,12 +38,24 @@ __all__ = ["Payload", "check_groups", "decode_payload", "make_payload", "padded_
 class Payload:
     """A validated payload: the decoded report (local) or category index (central), the groups, the
     round label (recurring campaigns only, else None) and the admission token (campaigns with admission
-    only; parsed, not yet verified)."""
+    only; parsed, not yet verified).
+
+    ``answers`` maps each answered question id to its decoded report (local) or value (central), None for
+    a skipped optional question; a question a sampling survey did not ask is absent. A format 1 or 2
+    payload answers its one question ``"answer"`` (``LEGACY_QUESTION_ID``); ``value`` is then that report
+    or index (for a survey it is ``answers`` again).
+    """
 
     value: Any
     groups: dict[str, str]
     round: str | None
     token: Token | None = None
+    answers: Mapping[str, Any] = field(default_factory=dict)
+
+
+def answers_key(config: CampaignConfig) -> str:
+    """The payload key of a survey's reports: ``answers`` (local) or ``values`` (central)."""
+    return "values" if config.trust_model == "central" else "answers"
 
 
 def padded_length(config: CampaignConfig) -> int | None:
@@ -66,7 +82,11 @@ def padded_length(config: CampaignConfig) -> int | None:
     if config.trust_model == "shuffled":  # the inner payload: the report alone (the token travels outside)
         mechanism = config.build_mechanism()
         return len(canonical_json({"report": mechanism.encode_report(mechanism.widest_report())}))
-    if config.trust_model == "central":
+    if config.is_survey:
+        widest = {answers_key(config): widest_answers(config.questions, config.split.mode), "groups": groups}
+        if config.recurring:
+            widest["round"] = "a" * MAX_ROUND_CHARS
+    elif config.trust_model == "central":
         widest = {"value": config.k - 1, "groups": groups}
     else:
         mechanism = config.build_mechanism()
@@ -98,7 +118,7 @@ def seal_payload(
         device_secret=device_secret,
         padded_length=config.padded_length,
         report_id=report_id,
-        version=config.format_version,
+        version=config.envelope_version,
     )
 
 
@@ -134,7 +154,9 @@ def make_payload(
             else f"campaign '{config.id}' takes no admission token"
         )
     payload: dict[str, Any]
-    if config.trust_model == "central":
+    if config.is_survey:
+        payload = {answers_key(config): _encode_answers(config, report_or_value), "groups": checked}
+    elif config.trust_model == "central":
         _check_index(config, report_or_value, InvalidParameter)
         payload = {"value": report_or_value, "groups": checked}
     else:
@@ -155,7 +177,8 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
     when it has them. ``round`` is required for a recurring campaign and forbidden otherwise. Raises
     ``InvalidReport`` and nothing else.
     """
-    key = "value" if config.trust_model == "central" else "report"
+    legacy_key = "value" if config.trust_model == "central" else "report"
+    key = answers_key(config) if config.is_survey else legacy_key
     keys = {key, "groups", "round"} if config.recurring else {key, "groups"}
     expected = f"{key!r}, 'groups' and 'round'" if config.recurring else f"{key!r} and 'groups'"
     if config.trust_model == "shuffled":
@@ -174,8 +197,12 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
     groups = _check_groups(config, payload.get("groups", {}), InvalidReport)
     round_ = check_round(payload["round"], InvalidReport) if config.recurring else None
     token = Token.parse(payload["token"]) if "token" in keys else None
+    if config.is_survey:
+        answers = decode_answers(config.questions, config.split.mode, payload[key], key)
+        return Payload(answers, groups, round_, token, answers)
     if config.trust_model == "central":
-        return Payload(_check_index(config, payload["value"], InvalidReport), groups, None, token)
+        value = _check_index(config, payload["value"], InvalidReport)
+        return Payload(value, groups, None, token, {LEGACY_QUESTION_ID: value})
     wire = payload["report"]
     mechanism = config.build_mechanism()
     if isinstance(wire, bool) or not isinstance(wire, mechanism.wire_type):
@@ -188,7 +215,23 @@ def decode_payload(config: CampaignConfig, payload: object) -> Payload:
         raise
     except (DeniableError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
         raise InvalidReport(f"the report is not a valid {config.mechanism} report: {exc}") from exc
-    return Payload(report, groups, round_, token)
+    return Payload(report, groups, round_, token, {LEGACY_QUESTION_ID: report})
+
+
+def _encode_answers(config: CampaignConfig, reports: object) -> dict[str, Any]:
+    """The ``answers``/``values`` object of a survey payload from the reports of
+    :func:`~deniable.shared.survey.randomize_answers`, checked as a receiver checks it."""
+    if not isinstance(reports, Mapping):
+        raise InvalidParameter(f"a survey's payload takes a mapping of question ids to reports, got {show(reports)}")
+    encoded = {}
+    for qid, report in reports.items():
+        question = config.question_by_id(qid)
+        encoded[qid] = None if report is None else question.encode_report(report)
+    try:
+        decode_answers(config.questions, config.split.mode, encoded, answers_key(config))
+    except InvalidReport as exc:
+        raise InvalidParameter(str(exc)) from None
+    return encoded
 
 
 def _check_round_presence(config: CampaignConfig, present: bool, error: type[ValueError]) -> None:

@@ -150,7 +150,7 @@ BAD_FIELDS = [
     ({"public_key": KEY + "A"}, "'public_key' must be 32 bytes in base64url"),
     ({"public_key": encode_key(bytes(32))}, "small-order"),
     ({"public_key": None}, "'public_key' must be a base64url string"),
-    ({"format_version": 3}, r"'format_version' must be one of \[1, 2\], got 3; update the client"),
+    ({"format_version": 4}, r"'format_version' must be one of \[1, 2, 3\], got 4; update the client"),
     ({"format_version": True}, "'format_version' must be one of"),
     ({"suite": "P256-HKDF-SHA256-AES128GCM"}, "'suite' must be 'X25519-HKDF-SHA256-ChaCha20Poly1305'"),
     ({"status": "paused"}, "'status' must be one of 'open', 'closed'"),
