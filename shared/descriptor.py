@@ -765,6 +765,10 @@ class CampaignConfig:
         included: a changed wording under the same id asks for different consent, so it is a different
         campaign. ``status`` is excluded: closing a campaign is its normal life.
         """
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:  # every field is frozen, and status (the one that is not pinned) is left out
         pinned = {key: value for key, value in self.to_json().items() if key not in _UNPINNED_KEYS}
         return hashlib.sha256(canonical_json(pinned)).hexdigest()
 

@@ -28,7 +28,7 @@ from deniable.shared.formats import SUITE_ID, SURVEY_FORMAT_VERSION
 from deniable.shared.ids import make_pseudonym
 from deniable.shared.keys import decode_key, public_key_of
 
-PATH = Path(__file__).parent / "vectors" / "wire-v3.json"
+PATH = Path(__file__).parents[1] / "vectors" / "wire-v3.json"
 VECTORS: dict[str, Any] = json.loads(PATH.read_text(encoding="utf-8"))
 PRIVATE = bytes.fromhex(VECTORS["keypair"]["private_key_hex"])
 CONFIGS = {case["name"]: CampaignConfig.from_json(case["config"]) for case in VECTORS["campaigns"]}
