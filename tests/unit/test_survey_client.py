@@ -140,8 +140,8 @@ def test_a_one_question_survey_takes_its_answer_bare(desk: Desk, client: Client)
 
 
 def test_the_one_question_api_is_unchanged_for_old_campaigns(desk: Desk) -> None:
-    from deniable.shared.campaign import CampaignConfig
-    from deniable.shared.envelope import generate_keypair
+    from deniable.shared.descriptor import CampaignConfig
+    from deniable.shared.keys import generate_keypair
 
     private, public = generate_keypair()
     config = CampaignConfig.create(id="smoking", question="Smoke?", categories=["no", "yes"], epsilon=1.0,

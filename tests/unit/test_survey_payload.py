@@ -26,9 +26,11 @@ from support.surveys import FIVE, HEALTH
 from deniable.client.drbg import HmacDrbg
 from deniable.client.memo import drawn_question, survey_one_shot
 from deniable.client.report import normalize_answers, randomize_survey
-from deniable.shared.campaign import CampaignConfig
-from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, canonical_json, generate_keypair, open_envelope
+from deniable.shared.canonical_json import canonical_json
+from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, open_envelope
 from deniable.shared.errors import InvalidConfig
+from deniable.shared.keys import generate_keypair
 from deniable.shared.limits import MAX_QUESTIONS
 from deniable.shared.questions import ChoiceQuestion, MultiQuestion, NumberQuestion, Question
 from deniable.shared.sampling import seeded_randbelow
