@@ -242,11 +242,48 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "SurveyQuestion": {
+        "type": "object",
+        "description": "one question of a survey (format 3, docs/wire-format.md §3.2); the optional keys appear "
+        "only when set",
+        "required": ["id", "text", "kind", "epsilon", "mechanism", "params"],
+        "properties": {
+            "id": _SLUG,
+            "text": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "kind": {"type": "string", "enum": ["choice", "multi", "number"]},
+            "epsilon": {"type": "number", "description": "the ε this question's report runs at"},
+            "mechanism": {
+                "type": "string",
+                "enum": ["binary-rr", "grr", "oue", "olh", "bitvector", "padding", "duchi", "piecewise", "hybrid",
+                         "none"],
+            },
+            "params": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "share": {"type": "integer", "minimum": 1, "maximum": 100,
+                      "description": "per_question split only: the weight of the question's share of ε"},
+            "optional": {"type": "boolean", "enum": [True], "description": "the device may skip the question"},
+            "categories": {"type": "array", "items": {"type": "string"}, "description": "choice"},
+            "bins": {"type": "array", "items": {"type": "number"},
+                     "description": "choice: the edges of a number histogram, category i = [bins[i], bins[i+1])"},
+            "options": {"type": "array", "items": {"type": "string"}, "description": "multi"},
+            "max_selected": {"type": "integer", "minimum": 1, "description": "multi: the most options per answer"},
+            "range": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
+                      "description": "number: [lo, hi]"},
+            "steps": {"type": "integer", "minimum": 1, "description": "number: the grid's equal steps over the range"},
+            "clip": {"type": "boolean", "enum": [True],
+                     "description": "out-of-range values are moved to the nearest end on the device"},
+        },
+    },
     "CampaignConfig": {
         "type": "object",
+        "description": "a one-question campaign (format_version 1, 2: question, categories, mechanism, params) or "
+        "a survey (format_version 3: title, questions, split)",
         "required": [
-            "id", "question", "categories", "epsilon", "mechanism", "params", "group_fields", "public_key",
-            "format_version", "suite", "status", "trust_model", "budget", "adjacency",
+            "id", "epsilon", "group_fields", "public_key", "format_version", "suite", "status", "trust_model",
+            "budget", "adjacency",
+        ],
+        "oneOf": [
+            {"required": ["question", "categories", "mechanism", "params"]},
+            {"required": ["title", "questions", "split"]},
         ],
         "properties": {
             "id": _SLUG,
@@ -255,6 +292,21 @@ _SCHEMAS: dict[str, Any] = {
             "epsilon": {"type": "number"},
             "mechanism": {"type": "string", "enum": _MECHANISMS_IN_DESCRIPTOR},
             "params": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "title": {"type": "string", "description": "format 3: the survey's title"},
+            "questions": {"type": "array", "minItems": 1, "maxItems": 20, "items": _ref("SurveyQuestion"),
+                          "description": "format 3: the questions, in the order asked"},
+            "split": {
+                "type": "object",
+                "description": "format 3: how the survey's ε is spent: every question at its share "
+                "(per_question) or one uniformly drawn question at the whole ε (sampling); what was requested "
+                "and why auto chose the mode",
+                "required": ["mode", "requested", "reason"],
+                "properties": {
+                    "mode": {"type": "string", "enum": ["per_question", "sampling"]},
+                    "requested": {"type": "string", "enum": ["auto", "per_question", "sampling"]},
+                    "reason": {"type": "string"},
+                },
+            },
             "group_fields": {"type": "array", "items": {"type": "string"}},
             "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
             "format_version": {"type": "integer"},

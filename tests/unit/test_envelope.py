@@ -432,7 +432,8 @@ def test_public_names_are_pinned() -> None:
     ("module", "names"),
     [
         (canonical_json_module, ["canonical_json", "parse_json", "parse_json_object"]),
-        (formats, ["FORMAT_VERSION", "SUITE_ID", "SUPPORTED_VERSIONS", "check_version"]),
+        (formats, ["DESCRIPTOR_VERSIONS", "FORMAT_VERSION", "SUITE_ID", "SUPPORTED_VERSIONS", "SURVEY_FORMAT_VERSION",
+                   "check_version"]),
         (base64url, ["b64url_decode", "b64url_encode"]),
         (messages, ["SHOWN_CHARS", "show"]),
         (keys, ["KEY_BYTES", "check_public_key", "decode_key", "encode_key", "generate_keypair", "load_private",
