@@ -50,14 +50,13 @@ from deniable.shared.limits import MECHANISM_EPSILON, NUMBER_STEPS, QUESTION_SHA
 from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
 from deniable.shared.mechanisms.mean import (
     DEFAULT_LATTICE,
-    MEAN_MECHANISMS,
     MeanMechanism,
     NumberRange,
     choose_mean_mechanism,
     mean_mechanism_from_name,
 )
+from deniable.shared.mechanisms.registry import JSON_TYPES, mechanism_class, mechanism_names
 from deniable.shared.mechanisms.sets import (
-    SET_MECHANISMS,
     Padding,
     SetMechanism,
     choose_set_mechanism,
@@ -68,11 +67,8 @@ from deniable.shared.sampling import RandBelow
 
 __all__ = [
     "CENTRAL_MECHANISM",
-    "CHOICE_MECHANISMS",
     "LEGACY_QUESTION_ID",
     "MAX_QUESTION_CHARS",
-    "MULTI_MECHANISMS",
-    "NUMBER_MECHANISMS",
     "QUESTION_KINDS",
     "ChoiceQuestion",
     "MultiQuestion",
@@ -88,9 +84,6 @@ QUESTION_KINDS: tuple[str, ...] = ("choice", "multi", "number")
 LEGACY_QUESTION_ID = "answer"
 #: The mechanism of a question in a central campaign: the device does not randomize.
 CENTRAL_MECHANISM = "none"
-CHOICE_MECHANISMS: tuple[str, ...] = ("binary-rr", "grr", "oue", "olh")
-MULTI_MECHANISMS: tuple[str, ...] = tuple(SET_MECHANISMS)
-NUMBER_MECHANISMS: tuple[str, ...] = tuple(MEAN_MECHANISMS)
 MAX_QUESTION_CHARS = 2000
 
 _COMMON_KEYS = frozenset({"id", "text", "kind", "epsilon", "mechanism", "params"})
@@ -100,12 +93,6 @@ _KIND_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "multi": (frozenset({"options", "max_selected"}), frozenset()),
     "number": (frozenset({"range", "steps"}), frozenset({"clip"})),
 }
-#: The JSON type of each mechanism's wire report.
-_WIRE_TYPES: dict[str, type] = {
-    "binary-rr": int, "grr": int, "oue": str, "olh": dict, "bitvector": str, "padding": int,
-    "duchi": int, "piecewise": int, "hybrid": int,
-}  # fmt: skip
-_JSON_NAMES: dict[type, str] = {int: "integer", str: "string of hex digits", dict: "object"}
 
 
 def _number_text(x: int | float) -> str:
@@ -174,9 +161,9 @@ class Question(ABC):
 
     # -- what each kind defines -----------------------------------------------------------------------
     @classmethod
-    @abstractmethod
     def mechanisms(cls) -> tuple[str, ...]:
-        """The local mechanisms a question of this kind may name."""
+        """The local mechanisms a question of this kind may name (the registry's, in its order)."""
+        return mechanism_names(cls.kind)  # type: ignore[arg-type]
 
     @abstractmethod
     def _check_kind(self) -> None: ...
@@ -274,11 +261,12 @@ class Question(ABC):
         """A payload's report (local) or value (central) for this question, checked: ``InvalidReport`` only."""
         if self.central:
             return self._decode_value(wire)
-        wire_type = _WIRE_TYPES[self.mechanism]
-        if isinstance(wire, bool) or not isinstance(wire, wire_type):
+        cls = mechanism_class(self.mechanism, self.kind)  # type: ignore[arg-type]
+        assert cls is not None  # checked when the question was built
+        if isinstance(wire, bool) or not isinstance(wire, cls.wire_type):
+            described = getattr(cls, "wire_description", JSON_TYPES[cls.wire_type])
             raise InvalidReport(
-                f"question {self.id!r}: a {self.mechanism} report must be a JSON {_JSON_NAMES[wire_type]}, "
-                f"got {show(wire)}"
+                f"question {self.id!r}: a {self.mechanism} report must be a JSON {described}, got {show(wire)}"
             )
         try:
             return self._mechanism.decode_report(wire)
@@ -308,10 +296,6 @@ class ChoiceQuestion(Question):
     bins: tuple[int | float, ...] | None = None
     clip: bool = False
     kind: ClassVar[str] = "choice"
-
-    @classmethod
-    def mechanisms(cls) -> tuple[str, ...]:
-        return CHOICE_MECHANISMS
 
     def _check_kind(self) -> None:
         try:
@@ -343,7 +327,7 @@ class ChoiceQuestion(Question):
                 f"{len(self.categories)}; use 'grr', 'oue' or 'olh'"
             )
 
-    def _build(self) -> Mechanism:
+    def _build(self) -> Mechanism[Any]:
         return mechanism_from_name(self.mechanism, epsilon=self.epsilon, k=len(self.categories))
 
     def params(self) -> dict[str, int]:
@@ -430,10 +414,6 @@ class MultiQuestion(Question):
     options: tuple[str, ...]
     max_selected: int
     kind: ClassVar[str] = "multi"
-
-    @classmethod
-    def mechanisms(cls) -> tuple[str, ...]:
-        return MULTI_MECHANISMS
 
     def _check_kind(self) -> None:
         try:
@@ -529,10 +509,6 @@ class NumberQuestion(Question):
     lattice: int = DEFAULT_LATTICE
     clip: bool = False
     kind: ClassVar[str] = "number"
-
-    @classmethod
-    def mechanisms(cls) -> tuple[str, ...]:
-        return NUMBER_MECHANISMS
 
     def _check_kind(self) -> None:
         try:
