@@ -39,7 +39,7 @@ def _generator() -> Any:
 RECORDED: dict[str, Any] = json.loads((VECTORS / "browser-v1.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("section", ["one_shot", "permanent", "invalid_descriptors"])
+@pytest.mark.parametrize("section", ["one_shot", "permanent", "invalid_descriptors", "survey_mechanisms"])
 def test_recorded_section_is_what_python_computes_today(section: str) -> None:
     today = json.loads(json.dumps(_generator().build(), ensure_ascii=False))
     assert today[section] == RECORDED[section]

@@ -21,11 +21,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from deniable.client.drbg import HmacDrbg
 from deniable.client.memo import answer_tag, one_shot_answer, permanent_response, round_report_id
 from deniable.shared.canonical_json import canonical_json
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import DeniableError
 from deniable.shared.ids import device_public_key, make_pseudonym
+from deniable.shared.mechanisms.mean import NumberRange, mean_mechanism_from_name
+from deniable.shared.mechanisms.sets import set_mechanism_from_name
 
 HERE = Path(__file__).parent
 OUT = HERE / "browser-v1.json"
@@ -100,6 +103,42 @@ def permanent_cases() -> list[dict[str, Any]]:
     return out
 
 
+def survey_mechanism_cases() -> list[dict[str, Any]]:
+    """The set and mean randomizers (and the grid rounding) driven by an HmacDrbg, as a device runs them."""
+    out: list[dict[str, Any]] = []
+
+    def drbg(label: str) -> HmacDrbg:
+        return HmacDrbg(bytes(range(32)), label.encode(), b"deniable/test/survey-mechanisms")
+
+    for name, epsilon, k, m in (("bitvector", 1.0, 6, 2), ("bitvector", 3.5, 11, 4), ("padding", 1.0, 6, 2),
+                                ("padding", 0.7, 9, 3), ("padding", 2.0, 4, 1)):  # fmt: skip
+        mechanism = set_mechanism_from_name(name, epsilon=epsilon, k=k, m=m)
+        for selected in ([], [0], sorted({1, k - 1})[:m]):
+            source = drbg(f"{name}-{epsilon}-{k}-{m}-{selected}")
+            reports = [mechanism.encode_report(mechanism.randomize(selected, randbelow=source.randbelow))
+                       for _ in range(12)]  # fmt: skip
+            label = f"{name}-{epsilon}-{k}-{m}-{selected}"
+            out.append({"kind": "multi", "mechanism": name, "epsilon": epsilon, "k": k, "m": m, "label": label,
+                        "input": selected, "outputs": reports})  # fmt: skip
+    means = (("duchi", 1.0, 10, 256), ("piecewise", 2.0, 10, 256), ("piecewise", 0.5, 7, 16),
+             ("hybrid", 1.5, 4, 32), ("hybrid", 0.3, 4, 8))  # fmt: skip
+    for name, epsilon, steps, lattice in means:
+        mechanism = mean_mechanism_from_name(name, epsilon=epsilon, steps=steps, lattice=lattice)
+        for j in sorted({0, steps // 2, steps}):
+            source = drbg(f"{name}-{epsilon}-{steps}-{lattice}-{j}")
+            reports = [mechanism.randomize(j, randbelow=source.randbelow) for _ in range(12)]
+            out.append({"kind": "number", "mechanism": name, "epsilon": epsilon, "steps": steps,
+                        "lattice": lattice, "label": f"{name}-{epsilon}-{steps}-{lattice}-{j}", "input": j,
+                        "outputs": reports})  # fmt: skip
+    for lo, hi, steps, value in ((0, 10, 10, 3.25), (-1.5, 2.5, 8, 0.1), (18, 99, 81, 42), (0, 1, 3, 1.0)):
+        grid = NumberRange(lo, hi, steps)
+        source = drbg(f"grid-{lo}-{hi}-{steps}-{value}")
+        indices = [grid.grid_index(value, randbelow=source.randbelow) for _ in range(12)]
+        out.append({"kind": "grid", "lo": lo, "hi": hi, "steps": steps, "label": f"grid-{lo}-{hi}-{steps}-{value}",
+                    "input": value, "outputs": indices})  # fmt: skip
+    return out
+
+
 def _bad(name: str, change: dict[str, Any], base: int = 0, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     obj = copy.deepcopy(_campaigns()[base])
     for key in drop:
@@ -171,6 +210,7 @@ def build() -> dict[str, Any]:
         "one_shot": one_shot_cases(),
         "permanent": permanent_cases(),
         "invalid_descriptors": invalid_cases(),
+        "survey_mechanisms": survey_mechanism_cases(),
     }
 
 
