@@ -69,6 +69,7 @@ SESSION_ACCESS: dict[str, str] = {
     "dashboard.close": ADMIN,
     "survey.page": PUBLIC,
     "survey.script": PUBLIC,
+    "survey.extra": PUBLIC,
     "survey.stylesheet": PUBLIC,
 }
 

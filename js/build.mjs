@@ -1,34 +1,58 @@
-// Bundle the browser client and the survey page's start-up (src/page.js) into one minified ES module,
-// aggregator/api/static/survey.js, which the aggregator serves at /survey/static/survey.js. The built file
-// is committed (nothing is built at run time); `make js-bundle` rebuilds it, and test/bundle.test.js
-// fails when it is stale. `node build.mjs --check` only compares; `--size` prints minified and gzipped sizes.
-import { readFileSync, writeFileSync } from 'node:fs';
+// Bundle the browser client and the survey page's start-up (src/page.js) into minified ES modules in
+// aggregator/api/static/: survey.js (what every page loads) and survey-extra.js (the survey question
+// kinds of descriptor format 3 and their form, src/extra.js, imported by survey.js only when a descriptor
+// is a survey: its dynamic imports of ./questions.js and ./survey-form.js become ./survey-extra.js). The aggregator
+// serves them under /survey/static/. The built files are committed (nothing is built at run time);
+// `make js-bundle` rebuilds them, and test/bundle.test.js fails when they are stale.
+// `node build.mjs --check` only compares.
+import { readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import * as esbuild from 'esbuild';
 
-export const OUT = new URL('../aggregator/api/static/survey.js', import.meta.url);
+export const STATIC = new URL('../aggregator/api/static/', import.meta.url);
+const BANNER = '// deniable browser client: built by js/build.mjs from js/src (MIT; @hpke/* MIT, @noble/ed25519 MIT)';
 
+/** `{name: bytes}` of the bundle's files, the entry `survey.js` first. */
 export async function bundle() {
-  const result = await esbuild.build({
-    entryPoints: [new URL('./src/page.js', import.meta.url).pathname],
-    bundle: true, format: 'esm', minify: true, target: 'es2022', legalComments: 'none', write: false,
-    banner: { js: '// deniable browser client: built by js/build.mjs from js/src (MIT; @hpke/* MIT, @noble/ed25519 MIT)' },
-  });
-  return result.outputFiles[0].contents;
+  const extra = {
+    name: 'survey-extra',
+    setup(build) {
+      build.onResolve({ filter: /\/(questions|survey-form)\.js$/ }, (args) => (
+        args.kind === 'dynamic-import' ? { path: './survey-extra.js', external: true } : undefined));
+    },
+  };
+  const files = {};
+  for (const [name, entry, plugins] of [['survey.js', './src/page.js', [extra]], ['survey-extra.js', './src/extra.js', []]]) {
+    const result = await esbuild.build({
+      entryPoints: [new URL(entry, import.meta.url).pathname], bundle: true, format: 'esm', minify: true,
+      target: 'es2022', legalComments: 'none', write: false, outfile: name, plugins, banner: { js: BANNER },
+    });
+    files[name] = result.outputFiles[0].contents;
+  }
+  return files;
 }
 
-export function sizes(bytes) {
-  return { minified: bytes.length, gzipped: gzipSync(bytes, { level: 9 }).length };
+/** The built files now in the static folder. */
+export function committed() {
+  const files = {};
+  for (const name of readdirSync(STATIC)) if (/^survey(-chunk-[A-Z0-9]+|-extra)?\.js$/.test(name)) files[name] = readFileSync(new URL(name, STATIC));
+  return files;
 }
+
+export const gz = (bytes) => gzipSync(bytes, { level: 9 }).length;
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const bytes = await bundle();
+  const files = await bundle();
   if (process.argv.includes('--check')) {
-    const same = Buffer.compare(Buffer.from(bytes), readFileSync(OUT)) === 0;
+    const old = committed();
+    const same = Object.keys(files).sort().join() === Object.keys(old).sort().join()
+      && Object.entries(files).every(([name, bytes]) => Buffer.compare(Buffer.from(bytes), old[name]) === 0);
     console.log(same ? 'the committed bundle is up to date' : 'the committed bundle is stale: run make js-bundle');
     process.exit(same ? 0 : 1);
   }
-  writeFileSync(OUT, bytes);
-  const { minified, gzipped } = sizes(bytes);
-  console.log(`wrote ${OUT.pathname}: ${minified} bytes minified, ${gzipped} bytes gzipped (goal < 40960)`);
+  for (const name of Object.keys(committed())) if (!(name in files)) unlinkSync(new URL(name, STATIC));
+  for (const [name, bytes] of Object.entries(files)) {
+    writeFileSync(new URL(name, STATIC), bytes);
+    console.log(`wrote ${name}: ${bytes.length} bytes minified, ${gz(bytes)} bytes gzipped`);
+  }
 }

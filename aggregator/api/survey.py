@@ -11,7 +11,8 @@ Routes (all public, listed in :data:`deniable.aggregator.auth.SESSION_ACCESS` as
 
 * ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign);
 * ``GET /survey/static/survey.js``: the bundle (an ES module: the package's exports and the page's
-  start-up), ``GET /survey/static/survey.css``: the stylesheet.
+  start-up); ``GET /survey/static/survey-extra.js``: the question kinds of surveys (descriptor format 3),
+  which survey.js imports only for a survey; ``GET /survey/static/survey.css``: the stylesheet.
 
 Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only (no
 inline script, no ``eval``), ``connect-src 'self'`` (the page talks to this aggregator only), no framing,
@@ -61,6 +62,12 @@ def _static(name: str, mimetype: str) -> Response:
 def script() -> Response:
     """The browser client bundle (an ES module)."""
     return _static("survey.js", "text/javascript")
+
+
+@bp.get("/static/survey-extra.js")
+def extra() -> Response:
+    """The second part of the bundle: the survey question kinds (descriptor format 3), loaded on demand."""
+    return _static("survey-extra.js", "text/javascript")
 
 
 @bp.get("/static/survey.css")

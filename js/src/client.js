@@ -32,7 +32,7 @@ import {
   MalformedReply, RateLimited, RedirectRefused, TransportError, UnknownCampaign, pyRepr,
 } from './errors.js';
 import { parseJson } from './json.js';
-import { answerTag, oneShotAnswer, permanentResponse, roundReportId } from './memo.js';
+import { answerTag, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
 import { add, exactFraction, frac, lt, sub } from './rational.js';
 import { DeviceStore } from './store.js';
 import { checkRound } from './descriptor.js';
@@ -361,12 +361,22 @@ export class Client {
 
   /**
    * Answer `campaignId` with the category label `value` (`{groups, round, reanswer}` as Python's keyword
-   * arguments; `round` for recurring campaigns). The report is queued, not yet sent: call `flush()`.
+   * arguments; `round` for recurring campaigns). A survey (format 3) takes `value` = its answers by question
+   * id (`{smoke: 'yes', age: 37, apps: ['mail']}`; a skipped optional question left out or null), each
+   * checked before anything is drawn (`InvalidAnswer` naming the question); its ε is spent once. The report is queued, not yet sent: call `flush()`.
    * Resolves with a receipt `{campaignId, reportId, epsilonSpent, memoized, recurring, trustModel, queued, round}`.
    */
   async submit(campaignId, value, { groups = null, round = null, reanswer = false } = {}) {
     const config = await this.campaign(campaignId);
-    const index = config.categoryIndex(value);
+    let index;
+    if (config.isSurvey) {
+      // a survey's answers, by question id (a one-question survey also takes its answer bare)
+      const bare = config.questions.length === 1 && (value === null || typeof value !== 'object' || Array.isArray(value));
+      index = config.survey.checkAnswers(config.questions, bare ? { [config.questions[0].id]: value } : value);
+    } else {
+      if (value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).join() === 'answer') value = value.answer;
+      index = config.categoryIndex(value);
+    }
     if (config.trustModel === 'central' && !this.allowCentral) {
       throw new InvalidConfig(
         `campaign ${pyRepr(config.id)} uses the central trust model: the raw answer would be sent (encrypted) to the curator, who promises ` +
@@ -376,6 +386,11 @@ export class Client {
     if (config.admission !== null) {
       throw new AdmissionTokenRequired(
         `campaign ${pyRepr(config.id)} accepts a report only with an admission token, and this browser client cannot obtain admission tokens; answer it with the Python client (deniable.client); nothing was spent`,
+      );
+    }
+    if (config.recurring && config.isSurvey) {
+      throw new InvalidConfig(
+        `campaign ${pyRepr(config.id)} is a recurring survey, which this browser client does not answer yet (its permanent responses per question); answer it with the Python client (deniable.client); nothing was spent`,
       );
     }
     if (config.recurring) {
@@ -408,8 +423,18 @@ export class Client {
       return receipt(row.campaign_id, row.report_id, 0, true, false, row.trust_model, queued);
     }
     if (current && (!reanswer || current.status === 'delivered')) throw changed(config, current.row.created, cost, current.status);
-    const { reportId, report } = await oneShotAnswer(config, secret, index);
-    const envelope = JSON.stringify(await seal(config.makePayload(report, checked), { campaign: config, secret, reportId }));
+    let reportId;
+    let payload;
+    if (config.isSurvey) {
+      const answer = await surveyOneShot(config, secret, index);
+      reportId = answer.reportId;
+      payload = config.makeSurveyPayload(answer.reports, checked);
+    } else {
+      const answer = await oneShotAnswer(config, secret, index);
+      reportId = answer.reportId;
+      payload = config.makePayload(answer.report, checked);
+    }
+    const envelope = JSON.stringify(await seal(payload, { campaign: config, secret, reportId }));
     return this.#store.tx('readwrite', async (t) => {
       if (current) await t.delete('outbox', current.row.report_id);
       const paid = await t.get('reports', reportId);

@@ -21,7 +21,9 @@ import { isJsonInt, isJsonNumber, isPlainObject, unbox } from './json.js';
 import { buildMechanism } from './mechanisms.js';
 
 export const FORMAT_VERSION = 2;
-export const SUPPORTED_VERSIONS = [1, 2];
+export const SUPPORTED_VERSIONS = [1, 2, 3];
+/** Descriptor format 3 is a survey (title, questions, split); its envelopes are version 2. */
+export const SURVEY_FORMAT_VERSION = 3;
 export const SUITE_ID = 'X25519-HKDF-SHA256-ChaCha20Poly1305';
 export const CAMPAIGN_EPSILON = [0.001, 10.0];
 export const MAX_BUDGET = 100.0;
@@ -51,6 +53,8 @@ const OPTIONAL = [
   'admission',
 ];
 const CENTRAL_OPTIONAL = ['delta', 'budget_delta', 'budget_rho', 'group_size'];
+const LEGACY_ONLY = ['question', 'categories', 'mechanism', 'params'];
+const SURVEY_REQUIRED = [...REQUIRED.filter((k) => !LEGACY_ONLY.includes(k)), 'title', 'questions', 'split'];
 const SLUG_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const ROUND_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$/;
 const ROUND_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$';
@@ -235,6 +239,12 @@ export class Campaign {
   /** Validate `obj` (a parsed descriptor): a frozen Campaign, or `InvalidConfig` naming the field. */
   static async fromJson(obj) {
     if (!isPlainObject(obj)) throw new InvalidConfig(`a campaign config must be a JSON object, got ${show(obj)}`);
+    if (obj.format_version === SURVEY_FORMAT_VERSION) return Campaign.#surveyFromJson(obj);
+    if (isJsonInt(obj.format_version) && !SUPPORTED_VERSIONS.includes(obj.format_version)) {
+      throw new InvalidConfig(
+        `'format_version' must be one of [${SUPPORTED_VERSIONS.join(', ')}], got ${obj.format_version}; update the client to read newer campaigns`,
+      );
+    }
     const present = Object.keys(obj);
     const missing = sortedCodePoints(REQUIRED.filter((key) => !present.includes(key)));
     const unknown = sortedCodePoints(present.filter((key) => !REQUIRED.includes(key) && !OPTIONAL.includes(key)));
@@ -248,11 +258,76 @@ export class Campaign {
     }
     if (!isPlainObject(obj.params)) throw new InvalidConfig(`'params' must be a JSON object, got ${show(obj.params)}`);
     const c = new Campaign(PRIVATE);
+    c.isSurvey = false;
     checkSlug('id', obj.id);
     c.id = obj.id;
     checkText('question', obj.question, MAX_QUESTION_CHARS);
     c.question = obj.question;
     c.categories = checkLabels("'categories'", obj.categories, [2, MAX_CATEGORIES], MAX_CATEGORY_CHARS, 'labels');
+    await c.#common(obj);
+    if (c.trustModel === 'central') c.#checkCentral();
+    else c.#checkLocal();
+    const expected = { k: c.categories.length };
+    if (c.mechanism === 'olh') expected.g = olhG(c.epsilon);
+    c.params = checkParams(obj.params, expected);
+    c.k = c.categories.length;
+    c.mechanismImpl = c.trustModel === 'local' ? buildMechanism(c.mechanism, c.epsilon, c.k, c.params) : null;
+    return c.#finish();
+  }
+
+  /** A survey (format 3): title, questions and split instead of one question's four keys. */
+  static async #surveyFromJson(obj) {
+    const present = Object.keys(obj);
+    const missing = sortedCodePoints(SURVEY_REQUIRED.filter((key) => !present.includes(key)));
+    const unknown = sortedCodePoints(present.filter((key) => !SURVEY_REQUIRED.includes(key) && !OPTIONAL.includes(key)));
+    if (missing.length || unknown.length) {
+      const parts = missing.length ? [`missing ${reprList(missing)}`] : [];
+      if (unknown.length) parts.push(`unknown ${unknown.slice(0, 5).map(show).join(', ')}`);
+      throw new InvalidConfig(`survey config (format_version 3) keys are wrong: ${parts.join('; ')}`);
+    }
+    if (!Array.isArray(obj.group_fields)) throw new InvalidConfig(`'group_fields' must be a JSON array, got ${show(obj.group_fields)}`);
+    if (!Array.isArray(obj.questions)) throw new InvalidConfig(`'questions' must be a JSON array, got ${show(obj.questions)}`);
+    // the survey code (questions, set and mean mechanisms) is loaded only for surveys: a page answering
+    // a one-question campaign never downloads it (a chunk of its own in the bundle)
+    const survey = await import('./questions.js');
+    const questions = Object.freeze(obj.questions.map((q, i) => survey.questionFromJson(q, i)));
+    const central = obj.trust_model === 'central';
+    const split = survey.splitFromJson(obj.split);
+    const c = new Campaign(PRIVATE);
+    c.isSurvey = true;
+    c.survey = survey;
+    checkSlug('id', obj.id);
+    c.id = obj.id;
+    checkText('title', obj.title, MAX_QUESTION_CHARS);
+    c.question = obj.title;
+    c.title = obj.title;
+    c.categories = Object.freeze([]);
+    c.mechanism = central ? 'none' : 'survey';
+    await c.#common(obj);
+    c.questions = questions;
+    c.split = split;
+    survey.checkSurveyQuestions(questions, split, c.epsilon);
+    if (c.trustModel === 'central') c.#checkCentral();
+    else c.#checkLocalOptions();
+    if (questions.some((q) => q.central !== (c.trustModel === 'central'))) {
+      throw new InvalidConfig("the questions of a central survey have mechanism 'none', those of a local survey a mechanism each");
+    }
+    c.params = Object.freeze({});
+    c.mechanismImpl = null;
+    return c.#finish();
+  }
+
+  async #finish() {
+    this.envelopeVersion = Math.min(this.formatVersion, FORMAT_VERSION);
+    this.json = this.toJson();
+    this.fingerprint = await pinnedFingerprint(this.json);
+    this.paddedLength = this.#paddedLength();
+    return Object.freeze(this);
+  }
+
+  /** The checks every format shares, in Python's order. */
+  async #common(obj) {
+    const c = this;
     c.epsilon = checkRange('epsilon', obj.epsilon, CAMPAIGN_EPSILON);
     c.groupFields = checkGroupFields(obj.group_fields);
     c.groupValues = checkGroupValues(obj.group_values ?? {}, c.groupFields);
@@ -275,21 +350,10 @@ export class Campaign {
     c.formatVersion = obj.format_version;
     if (obj.suite !== SUITE_ID) throw new InvalidConfig(`'suite' must be ${pyRepr(SUITE_ID)}, got ${show(obj.suite)}`);
     c.suite = obj.suite;
-    c.mechanism = obj.mechanism;
+    c.mechanism ??= obj.mechanism;
     c.budget = obj.budget ?? null;
     c.adjacency = obj.adjacency ?? null;
     for (const name of CENTRAL_OPTIONAL) c[name] = obj[name] ?? null;
-    if (c.trustModel === 'central') c.#checkCentral();
-    else c.#checkLocal();
-    const expected = { k: c.categories.length };
-    if (c.mechanism === 'olh') expected.g = olhG(c.epsilon);
-    c.params = checkParams(obj.params, expected);
-    c.k = c.categories.length;
-    c.mechanismImpl = c.trustModel === 'local' ? buildMechanism(c.mechanism, c.epsilon, c.k, c.params) : null;
-    c.json = c.toJson();
-    c.fingerprint = await pinnedFingerprint(c.json);
-    c.paddedLength = c.#paddedLength();
-    return Object.freeze(c);
   }
 
   constructor(token) {
@@ -297,17 +361,21 @@ export class Campaign {
   }
 
   #checkLocal() {
-    if (this.budget !== null || this.adjacency !== null) {
-      throw new InvalidConfig("'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones");
-    }
-    for (const name of CENTRAL_OPTIONAL) {
-      if (this[name] !== null) throw new InvalidConfig(`${pyRepr(name)} applies to central campaigns only; leave it null for local ones`);
-    }
+    this.#checkLocalOptions();
     checkChoice('mechanism', this.mechanism, LOCAL_MECHANISMS);
     if (this.mechanism === 'binary-rr' && this.categories.length !== 2) {
       throw new InvalidConfig(
         `mechanism 'binary-rr' needs exactly 2 categories, got ${this.categories.length}; use 'grr', 'oue' or 'olh'`,
       );
+    }
+  }
+
+  #checkLocalOptions() {
+    if (this.budget !== null || this.adjacency !== null) {
+      throw new InvalidConfig("'budget' and 'adjacency' apply to central campaigns only; leave them null for local ones");
+    }
+    for (const name of CENTRAL_OPTIONAL) {
+      if (this[name] !== null) throw new InvalidConfig(`${pyRepr(name)} applies to central campaigns only; leave it null for local ones`);
     }
   }
 
@@ -318,7 +386,7 @@ export class Campaign {
         'there is no permanent randomized response to reuse across rounds',
       );
     }
-    if (this.mechanism !== 'none') {
+    if (this.mechanism !== 'none' && !this.isSurvey) {
       throw new InvalidConfig(
         "central campaigns have no device mechanism: 'mechanism' must be 'none' (or 'auto', or left out, when " +
         `creating one), got ${show(this.mechanism)}`,
@@ -379,6 +447,12 @@ export class Campaign {
     if (this.recurring) body.recurring = true;
     for (const name of CENTRAL_OPTIONAL) if (this[name] !== null) body[name] = this[name];
     if (this.admission !== null) body.admission = { ...this.admission };
+    if (this.isSurvey) {
+      for (const key of LEGACY_ONLY) delete body[key];
+      body.title = this.title;
+      body.questions = this.questions.map(questionJson);
+      body.split = { ...this.split };
+    }
     return body;
   }
 
@@ -395,13 +469,35 @@ export class Campaign {
       } else groups[name] = '\u0001'.repeat(MAX_GROUP_VALUE_CHARS);
     }
     let widest;
-    if (this.trustModel === 'central') widest = { value: this.k - 1, groups };
+    if (this.isSurvey) {
+      widest = { [this.answersKey]: this.survey.widestAnswers(this.questions, this.split.mode), groups };
+      if (this.recurring) widest.round = 'a'.repeat(MAX_ROUND_CHARS);
+    } else if (this.trustModel === 'central') widest = { value: this.k - 1, groups };
     else {
       widest = { report: this.mechanismImpl.encode(this.mechanismImpl.widest()), groups };
       if (this.recurring) widest.round = 'a'.repeat(MAX_ROUND_CHARS);
     }
     if (this.admission !== null) widest.token = 'A'.repeat(TOKEN_CHARS);
     return canonicalJson(widest).length;
+  }
+
+  /** The payload key of a survey's reports: `answers` (local) or `values` (central). */
+  get answersKey() {
+    return this.trustModel === 'central' ? 'values' : 'answers';
+  }
+
+  /** The plaintext of a survey's envelope: each asked question's wire report (null: skipped). */
+  makeSurveyPayload(reports, groups, round = null) {
+    const checked = this.checkGroups(groups);
+    this.#checkRoundPresence(round !== null, InvalidParameter);
+    if (this.admission !== null) {
+      throw new InvalidParameter(`campaign '${this.id}' requires an admission token with every report: obtain tokens first`);
+    }
+    const byId = Object.fromEntries(this.questions.map((q) => [q.id, q]));
+    const encoded = Object.fromEntries(Object.entries(reports).map(([id, r]) => [id, r === null ? null : byId[id].encode(r)]));
+    const payload = { [this.answersKey]: encoded, groups: checked };
+    if (round !== null) payload.round = checkRound(round, InvalidParameter);
+    return payload;
   }
 
   /** The index of the category `label`; `InvalidParameter` if it is not one. */
@@ -482,13 +578,14 @@ export class Campaign {
 
   /** Validate a decrypted payload (tests and audits: what the aggregator checks); `InvalidReport`. */
   decode(payload) {
-    const key = this.trustModel === 'central' ? 'value' : 'report';
+    const key = this.isSurvey ? this.answersKey : this.trustModel === 'central' ? 'value' : 'report';
     const keys = this.recurring ? [key, 'groups', 'round'] : [key, 'groups'];
     if (!isPlainObject(payload) || sortedCodePoints(Object.keys(payload)).join() !== sortedCodePoints(keys).join()) {
       throw new InvalidReport(`the payload of a ${this.trustModel} campaign must be an object with exactly the keys ${keys.join(', ')}`);
     }
     const groups = this.checkGroups(payload.groups, InvalidReport);
     const round = this.recurring ? checkRound(payload.round, InvalidReport) : null;
+    if (this.isSurvey) return { value: this.survey.decodeAnswers(this.questions, this.split.mode, payload[key], key), groups, round };
     if (this.trustModel === 'central') {
       if (!isJsonInt(payload.value) || payload.value < 0 || payload.value >= this.k) {
         throw new InvalidReport(`'value' must be a category index in [0, ${this.k}), got ${show(payload.value)}`);
@@ -497,6 +594,26 @@ export class Campaign {
     }
     return { value: this.mechanismImpl.decode(payload.report), groups, round };
   }
+}
+
+/** A question as Python's `Question.to_json` writes it. */
+function questionJson(q) {
+  const body = { id: q.id, text: q.text, kind: q.kind, epsilon: q.epsilon, mechanism: q.mechanism, params: q.params() };
+  if (q.share !== null) body.share = q.share;
+  if (q.optional) body.optional = true;
+  if (q.kind === 'choice') {
+    body.categories = [...q.categories];
+    if (q.bins !== null) body.bins = [...q.bins];
+    if (q.clip) body.clip = true;
+  } else if (q.kind === 'multi') {
+    body.options = [...q.options];
+    body.max_selected = q.maxSelected;
+  } else {
+    body.range = [q.lo, q.hi];
+    body.steps = q.steps;
+    if (q.clip) body.clip = true;
+  }
+  return body;
 }
 
 export function checkRound(value, Err) {

@@ -111,7 +111,7 @@ export const newReportId = () => toHex(randomBytes(16));
  */
 export async function seal(payload, { campaign, secret, reportId = newReportId() }) {
   checkSecret(secret);
-  const version = campaign.formatVersion;
+  const version = campaign.envelopeVersion ?? campaign.formatVersion; // a survey's envelopes are version 2
   let plaintext = canonicalJson(payload);
   if (plaintext.length > MAX_PLAINTEXT_BYTES) {
     throw new InvalidParameter(`the payload is ${plaintext.length} bytes of JSON; at most ${MAX_PLAINTEXT_BYTES} can be sealed`);

@@ -11,6 +11,6 @@ export { parseJson } from './json.js';
 export { Campaign, FORMAT_VERSION, SUITE_ID } from './descriptor.js';
 export { olhHash } from './mechanisms.js';
 export { devicePublicKey, hpkeInfo, makePseudonym, seal } from './envelope.js';
-export { answerTag, oneShotAnswer, permanentResponse, roundReportId } from './memo.js';
+export { answerTag, drawnQuestion, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
 export { Client, readBatchReply, retryAfterSeconds } from './client.js';
 export { DeviceStore } from './store.js';

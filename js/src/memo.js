@@ -12,7 +12,7 @@
  * - answer tag: hex HMAC-SHA256("deniable/answer-tag/v1" ‖ secret, canonical JSON [id, value, groups]).
  */
 import { canonicalJson } from './canonical.js';
-import { concat, fromHex, hmacSha256, i2osp, toHex, utf8 } from './bytes.js';
+import { concat, fromHex, hmacSha256, i2osp, sha256, toHex, utf8 } from './bytes.js';
 import { HmacDrbg } from './drbg.js';
 
 const ONE_SHOT = utf8('deniable/one-shot/v1');
@@ -52,5 +52,35 @@ export async function roundReportId(secret, campaignId, index, round) {
 
 /** A keyed fingerprint of one answer (value and groups): tells a repeat from a changed answer. */
 export async function answerTag(secret, campaignId, index, groups) {
-  return toHex(await hmacSha256(concat(ANSWER_TAG, secret), canonicalJson([campaignId, index, { ...groups }])));
+  const value = index !== null && typeof index === 'object' ? { ...index } : index; // a survey's normalized answers
+  return toHex(await hmacSha256(concat(ANSWER_TAG, secret), canonicalJson([campaignId, value, { ...groups }])));
+}
+
+// -- surveys (descriptor format 3), deniable.client.memo's survey_* ------------------------------------
+const SURVEY_QUESTION = utf8('deniable/survey-question/v1');
+const SURVEY_ONE_SHOT = utf8('deniable/survey-one-shot/v1');
+
+/** I2OSP(len(id), 2) ‖ id ‖ fingerprint (32 bytes): the campaign part of every survey DRBG nonce. */
+export function surveyNonce(campaign) {
+  const id = utf8(campaign.id);
+  return concat(i2osp(id.length, 2), id, fromHex(campaign.fingerprint));
+}
+
+/** The question a sampling survey asks this device (null under per_question): from secret and campaign only. */
+export async function drawnQuestion(campaign, secret) {
+  if (campaign.split.mode !== 'sampling') return null;
+  const drbg = await HmacDrbg.create(secret, surveyNonce(campaign), SURVEY_QUESTION);
+  return Number(await drbg.randbelow(BigInt(campaign.questions.length)));
+}
+
+/** `{reportId, reports}` of the one-shot answer to a survey: HMAC_DRBG(secret, nonce ‖ SHA-256(canonical
+ * JSON of the normalized answers), "deniable/survey-one-shot/v1"); 16 bytes of report id, then each asked
+ * question draws in descriptor order. */
+export async function surveyOneShot(campaign, secret, normalized) {
+  const digest = await sha256(canonicalJson(normalized));
+  const drbg = await HmacDrbg.create(secret, concat(surveyNonce(campaign), digest), SURVEY_ONE_SHOT);
+  const reportId = toHex(await drbg.generate(16));
+  const drawn = await drawnQuestion(campaign, secret);
+  const reports = await campaign.survey.randomizeAnswers(campaign.questions, campaign.split.mode, normalized, drawn, drbg.randbelower());
+  return { reportId, reports, drawn };
 }

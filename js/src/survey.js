@@ -14,17 +14,8 @@
  * hostile label shows as text (and the strict CSP of /survey/<id> forbids inline script anyway).
  */
 import { Client } from './client.js';
+import { el } from './dom.js';
 
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (key === 'text') node.textContent = value;
-    else if (key.startsWith('data-') || key.startsWith('aria-') || key === 'for' || key === 'role') node.setAttribute(key, value);
-    else node[key] = value;
-  }
-  for (const child of children) if (child) node.append(child);
-  return node;
-}
 
 const percent = (x) => `${(100 * x).toFixed(x > 0.995 || x < 0.005 ? 1 : 0)}%`;
 
@@ -39,6 +30,7 @@ function keepProbability(campaign) {
 
 /** What the page promises, in plain words (also in docs/browser.md). */
 export function privacyNote(campaign) {
+  if (campaign.isSurvey) return ['See the survey page for what is randomized in each question.'];
   if (campaign.trustModel === 'central') {
     return [
       'This survey uses the central model: your answer is encrypted in this browser and only the survey’s curator can read it.',
@@ -72,23 +64,31 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
     status.dataset.kind = kind;
   };
   let campaign;
+  let kinds = null;
   try {
     client ??= await Client.open({ aggregatorUrl, dbName });
     campaign = await client.campaign(campaignId);
+    if (campaign.isSurvey) kinds = await import('./survey-form.js'); // the question kinds' form, surveys only
   } catch (error) {
     say(`This survey cannot be answered here: ${error.message}`, 'error');
     element.dataset.state = 'error';
     return { client, error };
   }
   const form = el('form', { className: 'survey', noValidate: true });
-  const fieldset = el('fieldset', {}, el('legend', { text: campaign.question }));
-  campaign.categories.forEach((label, i) => {
-    const id = `answer-${i}`;
-    fieldset.append(el('div', { className: 'choice' },
-      el('input', { type: 'radio', name: 'answer', id, value: label, required: true }),
-      el('label', { for: id, text: label })));
-  });
-  form.append(fieldset);
+  let fieldset;
+  if (campaign.isSurvey) {
+    form.append(el('h2', { className: 'title', text: campaign.title }));
+    for (const q of campaign.questions) form.append(kinds.questionField(q));
+  } else {
+    fieldset = el('fieldset', {}, el('legend', { text: campaign.question }));
+    campaign.categories.forEach((label, i) => {
+      const id = `answer-${i}`;
+      fieldset.append(el('div', { className: 'choice' },
+        el('input', { type: 'radio', name: 'answer', id, value: label, required: true }),
+        el('label', { for: id, text: label })));
+    });
+    form.append(fieldset);
+  }
   for (const name of campaign.groupFields) {
     const id = `group-${name}`;
     const declared = campaign.groupValues[name];
@@ -99,7 +99,8 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
     form.append(el('div', { className: 'group' }, el('label', { for: id, text: `Your ${name} (sent as it is)` }), input));
   }
   const note = el('section', { className: 'note', 'aria-label': 'What happens to your answer' },
-    el('h2', { text: 'What happens to your answer' }), ...privacyNote(campaign).map((text) => el('p', { text })));
+    el('h2', { text: 'What happens to your answer' }),
+    ...(kinds ? kinds.surveyNote(campaign) : privacyNote(campaign)).map((text) => el('p', { text })));
   const button = el('button', { type: 'submit', text: 'Submit answer' });
   form.append(note, button);
   element.replaceChildren(form, status);
@@ -119,7 +120,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    const value = data.get('answer');
+    const value = campaign.isSurvey ? kinds.readAnswers(form, campaign) : data.get('answer');
     if (value === null) {
       say('Choose an answer first.', 'error');
       fieldset.querySelector('input')?.focus();
@@ -141,6 +142,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
       await latest;
     } catch (error) {
       say(error.message, 'error');
+      if (error.question) form.querySelector(`[data-question="${CSS.escape(error.question)}"] input`)?.focus();
     } finally {
       button.disabled = false;
       element.dataset.state = 'ready';

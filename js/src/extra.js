@@ -1,0 +1,3 @@
+/** The bundle's second file (survey-extra.js): the survey question kinds and their form, loaded on demand. */
+export * from './questions.js';
+export * from './survey-form.js';
