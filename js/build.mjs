@@ -1,7 +1,7 @@
 // Bundle the browser client and the survey page's start-up (src/page.js) into minified ES modules in
 // aggregator/api/static/: survey.js (what every page loads) and survey-extra.js (the survey question
-// kinds of descriptor format 3 and their form, src/extra.js, imported by survey.js only when a descriptor
-// is a survey: its dynamic imports of ./questions.js and ./survey-form.js become ./survey-extra.js). The aggregator
+// kinds of descriptor format 3 and their form, and the shuffled campaigns' layers, src/extra.js, imported only when a descriptor
+// needs it: the dynamic imports of ./questions.js, ./survey-form.js and ./shuffle.js become ./survey-extra.js). The aggregator
 // serves them under /survey/static/. The built files are committed (nothing is built at run time);
 // `make js-bundle` rebuilds them, and test/bundle.test.js fails when they are stale.
 // `node build.mjs --check` only compares.
@@ -17,7 +17,7 @@ export async function bundle() {
   const extra = {
     name: 'survey-extra',
     setup(build) {
-      build.onResolve({ filter: /\/(questions|survey-form)\.js$/ }, (args) => (
+      build.onResolve({ filter: /\/(questions|survey-form|shuffle)\.js$/ }, (args) => (
         args.kind === 'dynamic-import' ? { path: './survey-extra.js', external: true } : undefined));
     },
   };

@@ -195,12 +195,21 @@ export class Client {
     this.#store.close();
   }
 
-  async #request(method, path, body) {
+  /** Where a campaign's reports go: its shuffler (shuffled campaigns, from the validated descriptor or the
+   * pin, so an outbox filled before a reload still goes there) or the aggregator. */
+  async #base(campaignId) {
+    const config = this.#configs.get(campaignId);
+    if (config) return config.shuffler ? config.shuffler.url.replace(/\/+$/, '') : this.aggregatorUrl;
+    const pinned = await this.#store.tx('readonly', (t) => t.get('pins', campaignId));
+    return pinned?.summary?.shuffler_url ? pinned.summary.shuffler_url.replace(/\/+$/, '') : this.aggregatorUrl;
+  }
+
+  async #request(method, path, body, base = this.aggregatorUrl) {
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), this.timeout * 1000);
     let response;
     try {
-      response = await this.#fetch(this.aggregatorUrl + path, {
+      response = await this.#fetch(base + path, {
         method,
         headers: body === undefined ? { accept: 'application/json' } : { 'content-type': 'application/json', accept: 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -211,7 +220,7 @@ export class Client {
       });
     } catch (error) {
       const reason = error?.name === 'AbortError' ? `no answer within ${this.timeout} s` : (error?.message ?? String(error));
-      throw new TransportError(`could not reach the aggregator at ${this.aggregatorUrl} (${method} ${path}): ${reason}`);
+      throw new TransportError(`could not reach ${base === this.aggregatorUrl ? 'the aggregator' : 'the shuffler'} at ${base} (${method} ${path}): ${reason}`);
     } finally {
       clearTimeout(timer);
     }
@@ -267,6 +276,7 @@ export class Client {
     summary.categories_sha256 = toHex(await sha256(canonicalJson(full.categories)));
     summary.question_sha256 = toHex(await sha256(canonicalJson(full.question)));
     summary.group_fields = full.group_fields;
+    if (config.shuffler) summary.shuffler_url = config.shuffler.url; // where the outbox delivers, also after a reload
     return summary;
   }
 
@@ -494,6 +504,7 @@ export class Client {
   async #postBatch(campaignId, envelopes) {
     const ids = envelopes.map((e) => String(e.report_id));
     const path = `/api/v1/campaigns/${encodeURIComponent(campaignId)}/reports`;
+    const base = await this.#base(campaignId);
     let failure = new TransportError('no attempt made');
     for (let attempt = 0; attempt < this.retry.attempts; attempt += 1) {
       if (attempt) {
@@ -502,7 +513,7 @@ export class Client {
       }
       let response;
       try {
-        response = await this.#request('POST', path, { reports: envelopes });
+        response = await this.#request('POST', path, { reports: envelopes }, base);
       } catch (error) {
         failure = new TransportError(`${error.message}; ${ids.length} report(s) of ${pyRepr(campaignId)} stay in the outbox`);
         continue;

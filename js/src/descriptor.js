@@ -13,7 +13,6 @@
  * answer such campaigns (`AdmissionTokenRequired`).
  */
 
-import { DhkemX25519HkdfSha256 } from '@hpke/dhkem-x25519';
 import { canonicalJson, pinnedFingerprint } from './canonical.js';
 import { b64urlDecode } from './bytes.js';
 import { InvalidConfig, InvalidParameter, InvalidReport, fmtG, pyRepr, show } from './errors.js';
@@ -41,7 +40,9 @@ export const MAX_GROUP_SIZE = 100;
 const TOKEN_CHARS = 472;
 
 const LOCAL_MECHANISMS = ['binary-rr', 'grr', 'oue', 'olh'];
-const TRUST_MODELS = ['local', 'central'];
+const TRUST_MODELS = ['local', 'central', 'shuffled'];
+export const SHUFFLE_DELTA_RANGE = [1e-15, 1e-3];
+export const SHUFFLE_MIN_BATCH_RANGE = [2, 100000];
 const ADJACENCIES = ['add-remove', 'replace'];
 const STATUSES = ['open', 'closed'];
 const REQUIRED = [
@@ -50,7 +51,7 @@ const REQUIRED = [
 ];
 const OPTIONAL = [
   'budget', 'adjacency', 'group_values', 'recurring', 'delta', 'budget_delta', 'budget_rho', 'group_size',
-  'admission',
+  'admission', 'shuffler',
 ];
 const CENTRAL_OPTIONAL = ['delta', 'budget_delta', 'budget_rho', 'group_size'];
 const LEGACY_ONLY = ['question', 'categories', 'mechanism', 'params'];
@@ -176,7 +177,24 @@ function checkGroupValues(groupValues, fields) {
   return Object.freeze(ordered);
 }
 
-/** The public key must decode to 32 bytes and not be a small-order point (one trial encapsulation). */
+const P25519 = (1n << 255n) - 19n;
+/** The u-coordinates of the points of order dividing 8 on Curve25519 and its twist: 0, 1, −1 and the two
+ * of order 8. Their X25519 product with any (clamped, so multiple of 8) scalar is 0, which is what the
+ * trial exchange of Python's `check_public_key` detects; every other u gives a non-zero shared secret. */
+const SMALL_ORDER = new Set([
+  0n, 1n, P25519 - 1n,
+  325606250916557431795983626356110631294008115727848805560023387167927233504n,
+  39382357235489614581723060781553021112529911719440698176882885853963445705823n,
+]);
+
+/** Whether a raw X25519 public key is a small-order point (after RFC 7748 decoding: top bit masked, mod p). */
+export function isSmallOrder(raw) {
+  let u = 0n;
+  for (let i = 31; i >= 0; i -= 1) u = (u << 8n) | BigInt(i === 31 ? raw[i] & 0x7f : raw[i]);
+  return SMALL_ORDER.has(u % P25519);
+}
+
+/** The public key must decode to 32 bytes and not be a small-order point. */
 async function checkPublicKey(key) {
   if (typeof key !== 'string') throw new InvalidConfig(`'public_key' must be a base64url string, got ${show(key)}`);
   const raw = b64urlDecode(key);
@@ -184,12 +202,7 @@ async function checkPublicKey(key) {
     const shown = pyLen(key) <= 64 ? pyRepr(key) : 'a str';
     throw new InvalidConfig(`'public_key' must be 32 bytes in base64url without padding (43 characters), got ${shown}`);
   }
-  const kem = new DhkemX25519HkdfSha256();
-  try {
-    await kem.encap({ recipientPublicKey: await kem.deserializePublicKey(raw.buffer.slice(0)) });
-  } catch {
-    throw new InvalidConfig('the public key is a small-order X25519 point; nothing can be sealed to it');
-  }
+  if (isSmallOrder(raw)) throw new InvalidConfig('the public key is a small-order X25519 point; nothing can be sealed to it');
   return raw;
 }
 
@@ -257,8 +270,12 @@ export class Campaign {
       if (!Array.isArray(obj[name])) throw new InvalidConfig(`${pyRepr(name)} must be a JSON array, got ${show(obj[name])}`);
     }
     if (!isPlainObject(obj.params)) throw new InvalidConfig(`'params' must be a JSON object, got ${show(obj.params)}`);
+    const shuffler = obj.shuffler == null ? null : await (await import('./shuffle.js')).checkShuffler(
+      obj.shuffler, { isSmallOrder, SHUFFLE_MIN_BATCH_RANGE, reprList, sortedCodePoints, pyLen },
+    ); // shuffled campaigns only: in the bundle's second file
     const c = new Campaign(PRIVATE);
     c.isSurvey = false;
+    c.shuffler = shuffler;
     checkSlug('id', obj.id);
     c.id = obj.id;
     checkText('question', obj.question, MAX_QUESTION_CHARS);
@@ -266,12 +283,18 @@ export class Campaign {
     c.categories = checkLabels("'categories'", obj.categories, [2, MAX_CATEGORIES], MAX_CATEGORY_CHARS, 'labels');
     await c.#common(obj);
     if (c.trustModel === 'central') c.#checkCentral();
+    else if (c.trustModel === 'shuffled') c.#checkShuffled();
     else c.#checkLocal();
+    if ((c.shuffler !== null) !== (c.trustModel === 'shuffled')) {
+      throw new InvalidConfig(c.shuffler === null
+        ? "a shuffled campaign needs a 'shuffler' object (url, public_key, verify_key, min_batch)"
+        : "'shuffler' applies to shuffled campaigns only; leave it out");
+    }
     const expected = { k: c.categories.length };
     if (c.mechanism === 'olh') expected.g = olhG(c.epsilon);
     c.params = checkParams(obj.params, expected);
     c.k = c.categories.length;
-    c.mechanismImpl = c.trustModel === 'local' ? buildMechanism(c.mechanism, c.epsilon, c.k, c.params) : null;
+    c.mechanismImpl = c.trustModel === 'central' ? null : buildMechanism(c.mechanism, c.epsilon, c.k, c.params);
     return c.#finish();
   }
 
@@ -296,6 +319,7 @@ export class Campaign {
     const c = new Campaign(PRIVATE);
     c.isSurvey = true;
     c.survey = survey;
+    c.shuffler = null;
     checkSlug('id', obj.id);
     c.id = obj.id;
     checkText('title', obj.title, MAX_QUESTION_CHARS);
@@ -379,6 +403,29 @@ export class Campaign {
     }
   }
 
+  /** A shuffled campaign is a local one whose reports pass a shuffler: ε₀ = `epsilon`, plus `delta`. */
+  #checkShuffled() {
+    if (this.recurring) throw new InvalidConfig("'recurring' is not available for shuffled campaigns (the shuffler counts one report per device)");
+    if (this.groupFields.length) {
+      throw new InvalidConfig(
+        'shuffled campaigns take no group fields: a group value travels beside the report to the aggregator and splits the batch ' +
+        'into smaller anonymity sets, which the batch\'s (ε, δ) does not cover',
+      );
+    }
+    if (this.formatVersion < 2) throw new InvalidConfig('shuffled campaigns use format version 2');
+    const { delta } = this;
+    this.delta = null;
+    this.#checkLocal();
+    const [low, high] = SHUFFLE_DELTA_RANGE;
+    const x = unbox(delta);
+    if (!isJsonNumber(delta) || !(low <= x && x <= high)) {
+      throw new InvalidConfig(
+        `a shuffled campaign needs 'delta', a number in [${fmtG(low)}, ${fmtG(high)}]: the δ of the central (ε, δ) its batches satisfy, got ${show(delta)}`,
+      );
+    }
+    this.delta = x;
+  }
+
   #checkCentral() {
     if (this.recurring) {
       throw new InvalidConfig(
@@ -447,6 +494,7 @@ export class Campaign {
     if (this.recurring) body.recurring = true;
     for (const name of CENTRAL_OPTIONAL) if (this[name] !== null) body[name] = this[name];
     if (this.admission !== null) body.admission = { ...this.admission };
+    if (this.shuffler) body.shuffler = { url: this.shuffler.url, public_key: this.shuffler.public_key, verify_key: this.shuffler.verify_key, min_batch: this.shuffler.min_batch };
     if (this.isSurvey) {
       for (const key of LEGACY_ONLY) delete body[key];
       body.title = this.title;
@@ -468,6 +516,7 @@ export class Campaign {
         groups[name] = widest;
       } else groups[name] = '\u0001'.repeat(MAX_GROUP_VALUE_CHARS);
     }
+    if (this.trustModel === 'shuffled') return canonicalJson({ report: this.mechanismImpl.encode(this.mechanismImpl.widest()) }).length;
     let widest;
     if (this.isSurvey) {
       widest = { [this.answersKey]: this.survey.widestAnswers(this.questions, this.split.mode), groups };
@@ -552,6 +601,7 @@ export class Campaign {
   makePayload(reportOrValue, groups, round = null) {
     const checked = this.checkGroups(groups);
     this.#checkRoundPresence(round !== null, InvalidParameter);
+    if (this.trustModel === 'shuffled') return { report: this.mechanismImpl.encode(reportOrValue) }; // the inner payload
     if (this.admission !== null) {
       throw new InvalidParameter(`campaign '${this.id}' requires an admission token with every report: obtain tokens first`);
     }

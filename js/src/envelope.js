@@ -111,6 +111,10 @@ export const newReportId = () => toHex(randomBytes(16));
  */
 export async function seal(payload, { campaign, secret, reportId = newReportId() }) {
   checkSecret(secret);
+  if (campaign.trustModel === 'shuffled') {
+    const { sealShuffled } = await import('./shuffle.js'); // shuffled campaigns only: in the bundle's second file
+    return sealShuffled(payload, { campaign, secret, reportId, hpkeSeal, canonicalJson, padPlaintext });
+  }
   const version = campaign.envelopeVersion ?? campaign.formatVersion; // a survey's envelopes are version 2
   let plaintext = canonicalJson(payload);
   if (plaintext.length > MAX_PLAINTEXT_BYTES) {
@@ -140,4 +144,16 @@ export async function seal(payload, { campaign, secret, reportId = newReportId()
   envelope.device_key = b64urlEncode(deviceKey);
   envelope.sig = b64urlEncode(await ed.signAsync(signedMessage(info, sealed), seed));
   return envelope;
+}
+
+/** HPKE SealBase (the suite of §5, empty aad) of `plaintext` to `publicKey` under `info`: enc ‖ ct. */
+export async function hpkeSeal(publicKey, info, plaintext, what) {
+  const hpke = hpkeSuite();
+  try {
+    const recipientPublicKey = await hpke.kem.deserializePublicKey(publicKey.slice().buffer);
+    const { enc, ct } = await hpke.seal({ recipientPublicKey, info: info.slice().buffer }, plaintext.slice().buffer);
+    return concat(new Uint8Array(enc), new Uint8Array(ct));
+  } catch (error) {
+    throw new InvalidParameter(`cannot encrypt to ${what} (${error?.message ?? error})`);
+  }
 }

@@ -46,3 +46,29 @@ export async function openEnvelope(envelope, { campaignId, privateKey, paddedLen
   const text = new TextDecoder('utf-8', { fatal: true }).decode(plaintext.slice(0, end));
   return { text, payload: parseJson(text, { strict: true }), padded: plaintext };
 }
+
+/** Test-only: open a shuffled envelope as the shuffler (outer) and then as the aggregator (inner). */
+export async function openShuffled(envelope, { campaignId, shufflerKey, aggregatorKey, paddedLength }) {
+  const { innerInfo, outerInfo } = await import('./shuffle.js');
+  const hpke = hpkeSuite();
+  const open = async (key, sealed, info) => {
+    const recipientKey = await hpke.kem.deserializePrivateKey(key.slice().buffer);
+    return new Uint8Array(await hpke.open({ recipientKey, enc: sealed.slice(0, 32).buffer, info: info.slice().buffer }, sealed.slice(32).buffer));
+  };
+  const outerText = new TextDecoder('utf-8', { fatal: true }).decode(await open(shufflerKey, b64urlDecode(envelope.ct), outerInfo(campaignId, envelope.report_id)));
+  const outer = parseJson(outerText, { strict: true });
+  const inner = b64urlDecode(outer.inner);
+  if (inner.length !== 48 + paddedLength) throw new InvalidReport(`an inner ciphertext of campaign '${campaignId}' is ${48 + paddedLength} bytes, got ${inner.length}`);
+  const padded = await open(aggregatorKey, inner, innerInfo(campaignId));
+  let end = padded.length;
+  while (end > 0 && padded[end - 1] === 0) end -= 1;
+  return { outerText, outer, innerText: new TextDecoder().decode(padded.slice(0, end)), padded };
+}
+
+/** Test-only: the message a shuffler signs for a batch (docs/wire-format.md §12.6). */
+export async function batchMessage(campaignId, batchId, reports) {
+  const { concat, fromHex, i2osp, sha256, utf8 } = await import('./bytes.js');
+  const id = utf8(campaignId);
+  return concat(utf8('deniable/shuffled-batch/v1'), Uint8Array.of(0), Uint8Array.of(id.length), id, fromHex(batchId),
+    i2osp(reports.length, 4), await sha256(concat(...reports)));
+}

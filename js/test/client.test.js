@@ -201,3 +201,21 @@ test('a recurring campaign sends the permanent response of a value under a repor
   await assert.rejects(client.submit(config.id, config.categories[2], { groups: { country: 'NL', 'age-band': '18-34' }, round: 'w2' }), { code: 'answer_changed' });
   assert.equal((await client.flush()).delivered, 2);
 });
+
+test('a shuffled campaign posts to its shuffler, never to the aggregator, and settles on its verdict', async () => {
+  const { config } = load('shuffled-v1.json');
+  const shufflerUrl = new URL(config.shuffler.url);
+  const seen = [];
+  const fetch = async (url, init) => {
+    const where = new URL(url);
+    seen.push(`${init.method} ${where.host}${where.pathname}`);
+    if (init.method === 'GET') return new Response(JSON.stringify(config), { status: 200 });
+    const { reports } = JSON.parse(init.body);
+    return new Response(JSON.stringify(verdicts(reports).body), { status: 200 });
+  };
+  const client = await open(fetch);
+  const receipt = await client.submit(config.id, 'yes');
+  assert.equal((await client.flush()).delivered, 1);
+  assert.deepEqual(seen, [`GET 127.0.0.1:9/api/v1/campaigns/${config.id}`, `POST ${shufflerUrl.host}/api/v1/campaigns/${config.id}/reports`]);
+  assert.equal(await client.reportStatus(receipt.reportId), 'delivered');
+});
