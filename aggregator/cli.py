@@ -45,9 +45,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.shuffler.command",
     "deniable.analyst.cli",
     "deniable.client.cli",
-    "deniable.aggregator.compare",
-    "deniable.aggregator.audit",
-    "deniable.aggregator.demo",
+    "deniable.aggregator.tools.compare",
+    "deniable.aggregator.tools.audit",
+    "deniable.aggregator.tools.demo",
     "deniable.aggregator.batch.cli",
     "deniable.aggregator.planning",
 )
@@ -56,6 +56,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 EXTRAS: dict[str, str] = {
     "aggregator": "pip install 'deniable[aggregator]'",
     "batch": "pip install 'deniable[batch]'",
+    "tools": "pip install 'deniable[tools]'",
 }
 
 #: Exit status of a command whose reader closed the pipe (128 + SIGPIPE, as a shell reports it).

@@ -2,7 +2,7 @@
 
 Dwork (2006) compares randomized response on each device (no trusted party; the count's error grows like
 √n·e^(ε/2)/(e^ε−1)) with a trusted curator adding Laplace noise to the exact count (error √2/ε, whatever
-n is). This script simulates both on the same populations with ``deniable.aggregator.compare`` (seeded
+n is). This script simulates both on the same populations with ``deniable.aggregator.tools.compare`` (seeded
 numpy simulation; devices themselves use exact samplers) and prints, for several n and ε, the analytic and
 measured standard deviations and their ratio. ``--plot FILE.png`` also draws error against n.
 
@@ -15,8 +15,8 @@ import argparse
 
 import numpy as np
 
-from deniable.aggregator.compare import compare, error_curves
-from deniable.aggregator.plots import plot_error_curves
+from deniable.aggregator.tools.compare import compare, error_curves
+from deniable.aggregator.tools.plots import plot_error_curves
 
 
 def main(argv: list[str] | None = None) -> int:

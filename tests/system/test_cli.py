@@ -26,7 +26,11 @@ from tests.support.server import RunningServer
 DENIABLE = str(Path(sys.executable).with_name("deniable"))
 #: Third-party modules of the aggregator extra (pyproject.toml), blocked on a simulated device install.
 AGGREGATOR_MODULES = ("flask", "werkzeug", "gunicorn", "numpy", "matplotlib", "scipy", "tqdm")
-NEEDS_AGGREGATOR = ("serve", "verify", "admin", "compare", "audit", "demo")
+NEEDS_AGGREGATOR = ("serve", "verify", "admin")
+#: The analyst's tools (deniable.aggregator.tools): their own extra, so a server install has no matplotlib.
+NEEDS_TOOLS = ("compare", "audit", "demo")
+#: What only the tools extra adds (blocked on a simulated server install).
+TOOLS_MODULES = ("matplotlib", "scipy", "tqdm")
 #: Commands of a device-only install; campaigns, estimate and timeline are the analyst's, over HTTP.
 DEVICE_COMMANDS = ("submit", "ledger", "tokens", "campaigns", "estimate", "timeline")
 
@@ -76,6 +80,8 @@ def test_device_only_help_lists_every_command_and_marks_the_extra(device_only: d
     for command in NEEDS_AGGREGATOR:
         assert command in text
         assert f"{command} [aggregator]" in text, f"{command} is not marked as needing the aggregator extra"
+    for command in NEEDS_TOOLS:
+        assert f"{command} [tools]" in text, f"{command} is not marked as needing the tools extra"
     for command in DEVICE_COMMANDS:
         assert command in lines and "[aggregator]" not in lines[command]
     assert "pip install 'deniable[aggregator]'" in text
@@ -101,9 +107,32 @@ def test_device_only_commands_needing_the_extra_say_which_in_one_line(
     assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr
     message = done.stderr.strip()
     assert len(message.splitlines()) == 1, message
-    assert f"deniable {args[0]} needs the aggregator extra" in message
-    assert "pip install 'deniable[aggregator]'" in message
+    extra = "tools" if args[0] in NEEDS_TOOLS else "aggregator"
+    assert f"deniable {args[0]} needs the {extra} extra" in message
+    assert f"pip install 'deniable[{extra}]'" in message
     assert not (tmp_path / "data").exists()  # refused before touching anything
+
+
+def test_a_server_install_runs_without_the_tools_extra(tmp_path: Path) -> None:
+    """The service's modules import neither matplotlib, scipy nor tqdm; the tools say which extra they need."""
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\n"
+        "class _Blocker:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {TOOLS_MODULES!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, _Blocker())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import deniable.aggregator.app, deniable.aggregator.commands, "
+         "deniable.aggregator.server, deniable.aggregator.central, deniable.aggregator.estimates"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    done = run("compare", "--n", "100", env={"PYTHONPATH": str(tmp_path)}, timeout=60)
+    assert done.returncode == 2 and "pip install 'deniable[tools]'" in done.stderr, done.stderr
 
 
 def test_device_only_device_commands_work(device_only: dict[str, str], tmp_path: Path) -> None:

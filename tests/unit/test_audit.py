@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from deniable.aggregator.audit import (
+from deniable.aggregator.cli import main
+from deniable.aggregator.tools.audit import (
     audit,
     audit_neighbours,
     clopper_pearson,
@@ -18,7 +19,6 @@ from deniable.aggregator.audit import (
     subsample_neighbours,
     worst_set_pair,
 )
-from deniable.aggregator.cli import main
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import GRR, BinaryRR
 from deniable.shared.mechanisms.mean import mean_mechanism_from_name

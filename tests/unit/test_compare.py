@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from deniable.aggregator.cli import main
-from deniable.aggregator.compare import (
+from deniable.aggregator.tools.compare import (
     central_count_estimates,
     compare,
     discrete_laplace_kurtosis,
@@ -144,7 +144,7 @@ def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         drawn.update(curves=curves, title=title, markers=markers)
         return Path(path)
 
-    monkeypatch.setattr("deniable.aggregator.plots.plot_error_curves", capture)
+    monkeypatch.setattr("deniable.aggregator.tools.plots.plot_error_curves", capture)
     args = ["compare", "--n", "3000", "--epsilon", "2", "--trials", "20", "--plot", str(tmp_path / "f.png")]
     assert main(args) == 0
     assert {c.epsilon for c in drawn["curves"]} == {2.0}

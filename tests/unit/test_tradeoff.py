@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from deniable.aggregator.cli import main
-from deniable.aggregator.tradeoff import audit_tradeoff, exact_law, privacy_curve, tradeoff_curve
+from deniable.aggregator.tools.tradeoff import audit_tradeoff, exact_law, privacy_curve, tradeoff_curve
 
 TRIALS = 100_000
 

@@ -480,7 +480,7 @@ def register(subparsers: Any) -> None:
     """Add ``deniable compare``."""
     parser = subparsers.add_parser(
         "compare",
-        help=needs("aggregator") + "simulate local, shuffled and central counts at the same ε to the aggregator",
+        help=needs("tools") + "simulate local, shuffled and central counts at the same ε to the aggregator",
         description="Simulate a population and compare the error of the local model (randomized response on "
         "every device), the shuffled model (randomized response at the larger ε₀ whose shuffled batch is "
         "(ε, --shuffle-delta)-DP to the aggregator) and the central model (a trusted curator adding Laplace, or "
@@ -504,4 +504,4 @@ def register(subparsers: Any) -> None:
         help="also draw the error against n (up to --n, at --epsilon) to this file; .png is added to a name "
         "without a suffix, and its folder must exist",
     )
-    parser.set_defaults(func=_run, extra="aggregator")
+    parser.set_defaults(func=_run, extra="tools")

@@ -115,7 +115,7 @@ def gdp_curve(alpha: Any, mu: float) -> Any:
 @dataclass(frozen=True)
 class ExactLaw:
     """A mechanism's exact output law on D₀ and D₁ over finitely many outcome codes (the codes its
-    :class:`~deniable.aggregator.audit.Neighbours` sampler returns)."""
+    :class:`~deniable.aggregator.tools.audit.Neighbours` sampler returns)."""
 
     name: str
     codes: Any  # int64 array
@@ -212,7 +212,7 @@ def exact_law(
 ) -> ExactLaw:
     """The exact law of a shipped mechanism on the audit's neighbours (see :data:`TRADEOFF_MECHANISMS`);
     central noise is tabulated on ±``radius`` (default :func:`law_radius`); ``m`` and ``steps`` shape the
-    multi-select and number questions as in :func:`deniable.aggregator.audit.audit`."""  # fmt: skip
+    multi-select and number questions as in :func:`deniable.aggregator.tools.audit.audit`."""  # fmt: skip
     import numpy as np
 
     from deniable.shared.gaussian import calibrate_discrete_gaussian, discrete_gaussian_pmf

@@ -582,7 +582,7 @@ def register(subparsers: Any) -> None:
     """Add ``deniable audit``."""
     parser = subparsers.add_parser(
         "audit",
-        help=needs("aggregator") + "empirically lower-bound a mechanism's ε (Clopper-Pearson)",
+        help=needs("tools") + "empirically lower-bound a mechanism's ε (Clopper-Pearson)",
         description="Run a mechanism on two neighbouring inputs, pick the most distinguishing event on half "
         "of the runs and report a lower bound on ε from the other half. Exit status 1 if the bound "
         "exceeds the claimed ε.",
@@ -626,4 +626,4 @@ def register(subparsers: Any) -> None:
         "--plot", metavar="FILE.png", help="draw the trade-off curves and the privacy-loss distribution (--tradeoff)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.set_defaults(func=_run, extra="aggregator")
+    parser.set_defaults(func=_run, extra="tools")

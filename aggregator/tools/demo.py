@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.cli import needs
+from deniable.aggregator.harness import ServerProcess, running_server, running_shuffler
 from deniable.aggregator.ratelimit import SIMULATION_ENV
 from deniable.shared.descriptor import MAX_BUDGET
 from deniable.shared.errors import DeniableError, InvalidParameter
 from deniable.shared.limits import CAMPAIGN_EPSILON, check_range
 
-from .harness import ServerProcess, running_server, running_shuffler
 from .plots import plot_path
 
 __all__ = ["register", "run_demo"]
@@ -274,7 +274,7 @@ def register(subparsers: Any) -> None:
     """Add ``deniable demo``."""
     parser = subparsers.add_parser(
         "demo",
-        help=needs("aggregator") + "run the aggregator and compare local and central answers to one question",
+        help=needs("tools") + "run the aggregator and compare local and central answers to one question",
         description="Start a temporary aggregator, ask one sensitive question as a local and as a central "
         "campaign, simulate respondents with the client SDK and compare the two answers.",
     )
@@ -295,4 +295,4 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--dashboard", action="store_true", help="afterwards keep the server and its dashboard up until Ctrl-C"
     )
-    parser.set_defaults(func=_run, extra="aggregator")
+    parser.set_defaults(func=_run, extra="tools")
