@@ -21,7 +21,7 @@ import { buildMechanism } from './mechanisms.js';
 
 export const FORMAT_VERSION = 2;
 /** The versions a message names (Python's list: format 3 joins it with the surveys of deniable.shared). */
-export const SUPPORTED_VERSIONS = [1, 2];
+export const SUPPORTED_VERSIONS = [1, 2, 3];
 /** Descriptor format 3 is a survey (title, questions, split); its envelopes are version 2. */
 export const SURVEY_FORMAT_VERSION = 3;
 export const SUITE_ID = 'X25519-HKDF-SHA256-ChaCha20Poly1305';

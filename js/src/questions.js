@@ -139,7 +139,12 @@ class Question {
     const expected = this.params();
     const same = isPlainObject(params) && sorted(Object.keys(params)).join() === sorted(Object.keys(expected)).join()
       && Object.entries(expected).every(([k, v]) => isJsonInt(params[k]) && params[k] === v);
-    if (!same) throw new InvalidConfig(`'questions[${this.id}].params' must be exactly ${JSON.stringify(expected)} for this question`);
+    if (!same) {
+      const dict = (o) => `{${Object.entries(o).map(([k, v]) => `${pyRepr(k)}: ${show(v)}`).join(', ')}}`;
+      throw new InvalidConfig(
+        `'questions[${this.id}].params' must be exactly ${dict(expected)} for this question, got ${isPlainObject(params) ? dict(params) : show(params)}`,
+      );
+    }
   }
 
   encode(report) {

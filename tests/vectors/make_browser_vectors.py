@@ -147,6 +147,39 @@ def _bad(name: str, change: dict[str, Any], base: int = 0, drop: tuple[str, ...]
     return {"name": name, "descriptor": obj}
 
 
+def _bad_surveys() -> list[dict[str, Any]]:
+    """Survey descriptors (format 3) the device must refuse: one change each to the per-question vector."""
+    base = json.loads((HERE / "wire-v3.json").read_text(encoding="utf-8"))["campaigns"][0]["config"]
+
+    def bad(name: str, change: Any) -> dict[str, Any]:
+        obj = copy.deepcopy(base)
+        change(obj)
+        return {"name": f"survey: {name}", "descriptor": obj}
+
+    SAMPLING = {"mode": "sampling", "requested": "sampling", "reason": "requested"}
+
+    def question(i: int, **fields: Any) -> Any:
+        return lambda obj: obj["questions"][i].update(fields)
+
+    return [
+        bad("missing title", lambda obj: obj.pop("title")),
+        bad("a top-level question key", lambda obj: obj.update(question="q?")),
+        bad("no questions", lambda obj: obj.update(questions=[])),
+        bad("unknown kind", question(0, kind="ranking")),
+        bad("epsilon not the share's", question(1, epsilon=0.6)),
+        bad("share out of range", question(1, share=0)),
+        bad("optional written false", question(0, optional=False)),
+        bad("binary-rr with 3 categories", question(0, categories=["a", "b", "c"], params={"k": 3})),
+        bad("max_selected above the options", question(2, max_selected=6)),
+        bad("number range reversed", question(1, range=[99, 18])),
+        bad("wrong params", question(2, params={"k": 5, "m": 2})),
+        bad("mechanism of another kind", question(2, mechanism="grr")),
+        bad("duplicate question ids", lambda obj: obj["questions"][1].update(id="smoke")),
+        bad("split unknown", lambda obj: obj.update(split={"mode": "all", "requested": "all", "reason": "x"})),
+        bad("sampling with shares", lambda obj: obj.update(split=SAMPLING)),
+    ]
+
+
 def invalid_cases() -> list[dict[str, Any]]:
     cases = [
         _bad("epsilon too large", {"epsilon": 11}),
@@ -183,6 +216,7 @@ def invalid_cases() -> list[dict[str, Any]]:
         _bad("central with a mechanism", {"mechanism": "grr"}, base=4),
         _bad("central adjacency unknown", {"adjacency": "swap"}, base=4),
         {"name": "not an object", "descriptor": ["id"]},
+        *_bad_surveys(),
     ]
     for case in cases:
         try:
