@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import functools
 import math
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from deniable.aggregator.database import Connection
 from deniable.aggregator.store import Store
 from deniable.shared.accounting import Budget, Cost, Totals, check, group_cost, subsampled_epsilon, zcdp_epsilon
 from deniable.shared.errors import InvalidParameter
@@ -114,7 +114,7 @@ def release_cost(
     return group_cost(cost, group_size), params
 
 
-def costs(conn: sqlite3.Connection, campaign_id: str) -> list[Cost]:
+def costs(conn: Connection, campaign_id: str) -> list[Cost]:
     """The campaign's logged release costs, oldest first."""
     return [Cost.from_dict(cost) for cost in Store.release_costs(conn, campaign_id)]
 
@@ -128,7 +128,7 @@ class Charge:
 
 
 def charge_release(
-    conn: sqlite3.Connection,
+    conn: Connection,
     campaign_id: str,
     budget: Budget,
     cost: Cost,

@@ -55,13 +55,13 @@ import datetime as dt
 import hashlib
 import json
 import math
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Context, Decimal, Inexact, InvalidOperation, Overflow, Rounded, Underflow
 from fractions import Fraction
 from typing import Any
 
+from deniable.aggregator.database import Connection
 from deniable.aggregator.store import Store, StoredTally
 from deniable.shared.accounting import Budget, compose
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, UnknownCampaign
@@ -305,7 +305,7 @@ def _decimal(x: Fraction) -> Decimal:
 
 
 def release(
-    conn: sqlite3.Connection,
+    conn: Connection,
     campaign_id: str,
     *,
     epsilon: float,

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import sqlite3
 from typing import Any
 
 from deniable.aggregator import central
 from deniable.aggregator.accountant import subsample_rate
+from deniable.aggregator.database import Connection
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.aggregator.top import release_top
@@ -160,13 +160,13 @@ def local_estimate(
     return body
 
 
-def release_policy(store: Store, conn: sqlite3.Connection, campaign_id: str) -> ReleasePolicy:
+def release_policy(store: Store, conn: Connection, campaign_id: str) -> ReleasePolicy:
     """The campaign's release policy: the admin's, else the defaults."""
     row = store.release_policy(conn, campaign_id)
     return DEFAULT_POLICY if row is None else ReleasePolicy(row.min_reports, row.min_refresh_interval_s)
 
 
-def _check_policy(store: Store, conn: sqlite3.Connection, campaign_id: str, slot: str, *, refresh: bool) -> None:
+def _check_policy(store: Store, conn: Connection, campaign_id: str, slot: str, *, refresh: bool) -> None:
     """Refuse (:class:`ReleaseRefused`) a draw that would spend budget against the campaign's release policy;
     a release served from its slot spends nothing and passes."""
     stored = store.has_release(conn, campaign_id, slot)
@@ -221,9 +221,9 @@ def central_estimate(
     parameters: dict[str, Any] = {"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level}
     if sample is not None:
         parameters["sample"] = options["sample"]
-    with store.transaction() as conn:
+    def draw(conn: Connection) -> dict[str, Any]:  # run again from scratch if a concurrent spend conflicts
         _check_policy(store, conn, config.id, slot, refresh=refresh)
-        body: dict[str, Any] = central.release(
+        return central.release(
             conn,
             config.id,
             epsilon=config.epsilon,
@@ -240,6 +240,8 @@ def central_estimate(
             parameters=parameters,
             **options,
         )
+
+    body: dict[str, Any] = store.retrying(draw)
     if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
         body["groups"] = {row.pop("group"): row for row in body["groups"]}
     return {"campaign_id": config.id, **body}
@@ -256,14 +258,16 @@ def central_top(
             "estimate, which spends nothing"
         )
     slot = central.release_key(None, "exponential", top=j)
-    with store.transaction() as conn:
+    def draw(conn: Connection) -> dict[str, Any]:
         _check_policy(store, conn, config.id, slot, refresh=refresh)
-        body = release_top(
+        return release_top(
             conn, config.id, epsilon=config.epsilon, categories=list(config.categories), j=j,
             budget=config.privacy_budget, adjacency=config.adjacency or "add-remove",
             group_size=config.group_size or 1, refresh=refresh, role=role,
             parameters={"top": j, "refresh": refresh},
         )  # fmt: skip
+
+    body = store.retrying(draw)
     return {"campaign_id": config.id, **body}
 
 

@@ -4,7 +4,8 @@
   the body's ``code`` is the class's ``code``. ``BudgetExceeded`` also carries ``spent``, ``remaining``
   and ``requested``; ``ReleaseRefused`` carries ``rule``, ``next_release_at`` and ``retry_after`` (also as the
   ``Retry-After`` header when the release becomes possible at a known time); ``TokenQuotaExceeded`` carries
-  ``issued``, ``limit`` and ``requested``.
+  ``issued``, ``limit`` and ``requested``; ``StoreUnavailable`` (the database failed or is unreachable) is a
+  503 with ``Retry-After: 1``, logged as an ERROR.
 * werkzeug ``HTTPException`` s (400, 401, 403, 404, 405, 413, 415, ...) keep their status; the code is
   the snake-cased class name (``RequestEntityTooLarge`` → ``request_entity_too_large``).
 * Anything else is a bug: it is logged with its traceback (never the request body) and answered with a
@@ -32,6 +33,7 @@ from deniable.shared.errors import (
     InvalidReport,
     PermissionDenied,
     ReleaseRefused,
+    StoreUnavailable,
     TokenQuotaExceeded,
     TransportError,
     UnknownCampaign,
@@ -54,6 +56,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (InvalidConfig, 422),
     (InvalidReport, 422),
     (CampaignKeyUnavailable, 503),
+    (StoreUnavailable, 503),
     (TransportError, 502),
     (DeniableError, 400),
 )
@@ -78,6 +81,9 @@ def _deniable_error(exc: DeniableError) -> tuple[Response, int]:
     response, status = error_response(status, exc.code, str(exc), **extra)
     if isinstance(exc, ReleaseRefused) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, StoreUnavailable):
+        log.error("database unavailable: %s", exc)
+        response.headers["Retry-After"] = "1"
     return response, status
 
 

@@ -1,8 +1,9 @@
-"""The aggregator's SQLite schema, as an ordered list of migrations.
+"""The aggregator's schema (SQLite and PostgreSQL), as an ordered list of migrations.
 
-The schema version lives in ``PRAGMA user_version``. :func:`migrate` applies, in one ``BEGIN IMMEDIATE``
-transaction, every migration whose number is above the stored version, so that several gunicorn workers
-starting at once upgrade the file exactly once. Migrations are append-only: never edit a released one.
+The schema version lives in ``PRAGMA user_version`` (PostgreSQL: the table ``deniable_schema``).
+:func:`migrate` applies, in one ``BEGIN IMMEDIATE`` transaction, every migration whose number is above the
+stored version, so that several gunicorn workers starting at once upgrade the file exactly once. Migrations
+are append-only: never edit a released one.
 
 What the store holds, and what it deliberately does not:
 
@@ -70,16 +71,42 @@ batch a campaign's shuffler forwarded, keyed by its batch id so that a batch sen
 retrying after a lost answer) is recognised and stored once, with the number of inner ciphertexts it held
 and how many were accepted; the central (ε, δ) of the campaign is computed from these sizes. No time finer
 than a day is kept, as for reports.
+
+Version 12 makes the schema fit several aggregator instances over one PostgreSQL database (issue 17):
+
+* ``tally_shards`` replaces ``tallies``: a tally is the *sum* of its shard rows (``shard`` in the key).
+  On PostgreSQL each connection adds to its own shard (:data:`deniable.aggregator.database.PG_TALLY_SHARDS`),
+  so concurrent batches of one campaign never queue on one hot row (the lesson of Janus issue 2654);
+  SQLite has one writer and keeps one shard (``0``). The table is renamed so that a query still reading
+  one row per group from ``tallies`` fails loudly instead of reading one shard.
+* ``report_arrivals`` gets a ``shard`` in its key for the same reason (readers sum).
+* ``campaigns.n_reports`` is dropped: every batch updated it, the hottest row of all. The report count
+  is the sum of the campaign's overall tally shards (every round), read in the same query.
+* ``campaign_keys``: the campaign's private keys sealed under the key-encryption key of the configuration
+  (AES-256-GCM, :mod:`deniable.aggregator.sealed_keys`), so that every instance over the database has them
+  without copying files. Used on PostgreSQL; a SQLite data dir keeps its key files.
+
+Dialects: the list below is SQLite's, and every migration from version 11 on is *portable*: it runs on
+PostgreSQL through :func:`deniable.aggregator.database.pg_ddl` (BLOB → BYTEA, REAL → DOUBLE PRECISION,
+INTEGER → BIGINT, no ``WITHOUT ROWID``, ``INTEGER PRIMARY KEY AUTOINCREMENT`` → an identity column). A new
+migration therefore uses plain DDL, ``INSERT ... SELECT``, ``ALTER TABLE ... ADD/DROP/RENAME``, and table
+rebuilds (create, copy, drop, rename); no PRAGMA, no SQLite functions. A PostgreSQL database starts from
+:data:`PG_BASELINE`, the schema of version 10 in one step (versions 1 to 10 rebuilt SQLite tables and
+converted SQLite values that PostgreSQL never held), and applies versions 11 and later like SQLite.
+PostgreSQL keeps its version in the table ``deniable_schema``, and :func:`migrate` holds a transaction-level
+advisory lock while it upgrades, so that instances starting together upgrade exactly once (DDL is
+transactional there too: a failed migration leaves nothing behind).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from decimal import Context, Decimal, Inexact, InvalidOperation, Rounded
 from typing import Any
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+from deniable.aggregator.database import PostgresConnection, pg_ddl
+
+__all__ = ["MIGRATIONS", "PG_BASELINE", "PG_BASELINE_VERSION", "SCHEMA_VERSION", "migrate", "schema_version"]
 
 _V1: tuple[str, ...] = (
     """
@@ -309,8 +336,88 @@ _V11: tuple[str, ...] = (
     """,
 )
 
+_V12: tuple[str, ...] = (
+    """
+    CREATE TABLE tally_shards (
+        campaign_id  TEXT NOT NULL REFERENCES campaigns(id),
+        round        TEXT NOT NULL DEFAULT '',
+        group_field  TEXT NOT NULL,
+        group_value  TEXT NOT NULL,
+        shard        INTEGER NOT NULL DEFAULT 0 CHECK (shard >= 0),
+        n            INTEGER NOT NULL,
+        support_json TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, round, group_field, group_value, shard)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO tally_shards (campaign_id, round, group_field, group_value, shard, n, support_json)
+    SELECT campaign_id, round, group_field, group_value, 0, n, support_json FROM tallies
+    """,
+    "DROP TABLE tallies",
+    # the campaign's report count sums the overall shards of every round: a seek, not a scan of its groups
+    "CREATE INDEX tally_shards_overall ON tally_shards (campaign_id, group_field, group_value)",
+    """
+    CREATE TABLE report_arrivals_v12 (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        round       TEXT NOT NULL DEFAULT '',
+        hour        TEXT NOT NULL,
+        shard       INTEGER NOT NULL DEFAULT 0 CHECK (shard >= 0),
+        n           INTEGER NOT NULL CHECK (n >= 0),
+        PRIMARY KEY (campaign_id, round, hour, shard)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO report_arrivals_v12 (campaign_id, round, hour, shard, n)
+    SELECT campaign_id, round, hour, 0, n FROM report_arrivals
+    """,
+    "DROP TABLE report_arrivals",
+    "ALTER TABLE report_arrivals_v12 RENAME TO report_arrivals",
+    "ALTER TABLE campaigns DROP COLUMN n_reports",
+    """
+    CREATE TABLE campaign_keys (
+        campaign_id TEXT NOT NULL REFERENCES campaigns(id),
+        kind        TEXT NOT NULL CHECK (kind IN ('hpke', 'issuer')),
+        kek_id      TEXT NOT NULL,
+        nonce       BLOB NOT NULL,
+        sealed      BLOB NOT NULL,
+        created_at  TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, kind)
+    ) WITHOUT ROWID
+    """,
+)
+
 #: Ordered migrations: ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11, _V12)
+
+#: The version :data:`PG_BASELINE` creates on an empty PostgreSQL database.
+PG_BASELINE_VERSION = 10
+
+#: The schema of version 10 in one step, for PostgreSQL (in SQLite's DDL, translated by ``pg_ddl``; a test
+#: checks that it has the tables, columns and keys that versions 1 to 10 leave in a SQLite file).
+PG_BASELINE: tuple[str, ...] = (
+    """
+    CREATE TABLE campaigns (
+        id            TEXT PRIMARY KEY,
+        config_json   TEXT NOT NULL,
+        status        TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'closed')),
+        trust_model   TEXT NOT NULL DEFAULT 'local' CHECK (trust_model IN ('local', 'central')),
+        budget        REAL,
+        adjacency     TEXT,
+        n_reports     INTEGER NOT NULL DEFAULT 0,
+        created_at    TEXT NOT NULL,
+        closed_at     TEXT,
+        epsilon_spent TEXT NOT NULL DEFAULT '0'
+    )
+    """,
+    _V10[0].replace("reports_v10", "reports"),
+    _V2[4].replace("tallies_v2", "tallies"),
+    _V1[3],
+    *_V4,
+    *_V6,
+    _V7[0],
+    *_V8,
+    *_V9,
+)
 
 #: The version a fully migrated database reports in ``PRAGMA user_version``.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -346,24 +453,24 @@ def _decimal_sub(a: str, b: str | None) -> str:
     return "0" if left == 0 else format(left, "f")
 
 
-def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
-    """Bring the database behind ``conn`` (autocommit mode) to the latest version; return that version.
+def migrate(conn: Any, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
+    """Bring the database behind ``conn`` (a ``sqlite3`` connection in autocommit mode, or a
+    :class:`~deniable.aggregator.database.PostgresConnection`) to the latest version; return that version.
 
-    Raises ``RuntimeError`` when the file is newer than this code, rather than guessing at its layout.
-    Migrations may call ``deniable_float_decimal(x)``: the fixed-point decimal string of ``repr(float(x))``,
-    ``deniable_decimal_sub(a, b)`` and the aggregate ``deniable_decimal_sum(x)`` (exact, on decimal strings).
+    Raises ``RuntimeError`` when the database is newer than this code, rather than guessing at its layout.
+    SQLite migrations may call ``deniable_float_decimal(x)``: the fixed-point decimal string of
+    ``repr(float(x))``, ``deniable_decimal_sub(a, b)`` and the aggregate ``deniable_decimal_sum(x)``
+    (exact, on decimal strings); those of version 11 on may not (they run on PostgreSQL too).
     """
+    if isinstance(conn, PostgresConnection):
+        return _migrate_postgres(conn, migrations)
     conn.create_function("deniable_float_decimal", 1, _float_decimal, deterministic=True)
     conn.create_function("deniable_decimal_sub", 2, _decimal_sub, deterministic=True)
-    conn.create_aggregate("deniable_decimal_sum", 1, _DecimalSum)  # type: ignore[arg-type]  # typeshed: int only
+    conn.create_aggregate("deniable_decimal_sum", 1, _DecimalSum)
     conn.execute("BEGIN IMMEDIATE")
     try:
         current = conn.execute("PRAGMA user_version").fetchone()[0]
-        if current > len(migrations):
-            raise RuntimeError(
-                f"the database schema is version {current}, newer than this deniable "
-                f"(which knows up to {len(migrations)}); upgrade deniable before serving this data dir"
-            )
+        _refuse_newer(current, migrations)
         for version in range(current, len(migrations)):
             for statement in migrations[version]:
                 conn.execute(statement)
@@ -373,3 +480,58 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGR
         conn.execute("ROLLBACK")
         raise
     return len(migrations)
+
+
+def _refuse_newer(current: int, migrations: Sequence[Sequence[str]]) -> None:
+    if current > len(migrations):
+        raise RuntimeError(
+            f"the database schema is version {current}, newer than this deniable "
+            f"(which knows up to {len(migrations)}); upgrade deniable before serving this database"
+        )
+
+
+#: The advisory lock key PostgreSQL migrations hold (any constant: 'deniable' in ASCII).
+_MIGRATION_LOCK = 0x64656E6961626C65
+
+
+def _migrate_postgres(conn: PostgresConnection, migrations: Sequence[Sequence[str]]) -> int:
+    """:func:`migrate` on PostgreSQL: the version in ``deniable_schema``, under an advisory lock."""
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS deniable_schema"
+            " (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        row = conn.execute("SELECT version FROM deniable_schema WHERE id = 1").fetchone()
+        current = 0 if row is None else int(row[0])
+        _refuse_newer(current, migrations)
+        if current == 0 and tuple(map(tuple, migrations[:PG_BASELINE_VERSION])) == MIGRATIONS[:PG_BASELINE_VERSION]:
+            for statement in PG_BASELINE:
+                conn.execute(pg_ddl(statement))
+            current = PG_BASELINE_VERSION
+        for version in range(current, len(migrations)):
+            for statement in migrations[version]:
+                conn.execute(pg_ddl(statement))
+        conn.execute(
+            "INSERT INTO deniable_schema (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET"
+            " version = excluded.version",
+            (len(migrations),),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.broken:
+            conn.execute("ROLLBACK")
+        raise
+    return len(migrations)
+
+
+def schema_version(conn: Any) -> int:
+    """The schema version stored in the database behind ``conn`` (0 for an empty one)."""
+    if isinstance(conn, PostgresConnection):
+        found = conn.execute("SELECT to_regclass('deniable_schema')").fetchone()[0]
+        if found is None:
+            return 0
+        row = conn.execute("SELECT version FROM deniable_schema WHERE id = 1").fetchone()
+        return 0 if row is None else int(row[0])
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])

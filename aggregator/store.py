@@ -1,13 +1,29 @@
-"""Durable storage of campaigns, reports and their tallies in SQLite.
+"""Durable storage of campaigns, reports and their tallies, in SQLite or PostgreSQL (one implementation).
 
-The database runs in WAL mode with ``synchronous=FULL``: once :meth:`Store.ingest` returns, the accepted
+The SQL here is the dialect both databases share; :mod:`deniable.aggregator.database` holds the few
+differences (placeholders, isolation, row locks, DDL types). Which database is used follows from the target
+given to :class:`Store`: a path is a SQLite file, a ``postgresql://`` URL a PostgreSQL database.
+
+SQLite runs in WAL mode with ``synchronous=FULL``: once :meth:`Store.ingest` returns, the accepted
 reports survive a crash or a power loss. Every write happens in a ``BEGIN IMMEDIATE`` transaction, which
 takes SQLite's single write lock up front, so several gunicorn workers (processes) and their threads can
 share one file: writers queue on ``busy_timeout`` and readers never block.
 
-Invariant kept by :meth:`Store.ingest`: for every campaign, round, group field and group value, the
-``tallies`` row equals the tally of the stored reports, and ``campaigns.n_reports`` equals their number
-(checked by ``deniable verify``), and the ``report_arrivals`` of each round add up to its number of reports.
+PostgreSQL serves several aggregator instances at once, each with its own connections (commits are durable
+with the server's default ``synchronous_commit = on``). Read-modify-write transactions run SERIALIZABLE
+and are run again after a serialization failure (:meth:`Store.retrying`); the hot path, ingestion, runs
+READ COMMITTED and is exactly-once by construction: reports, devices and admission tokens are inserted
+with ``ON CONFLICT DO NOTHING`` against their unique keys, and a batch that finds a row inserted by a
+concurrent batch after its lookups is rolled back and classified again (never check-then-insert); a
+campaign's status is read ``FOR SHARE`` (a concurrent close waits for the batches in flight); a new value
+of a capped group field is decided under an advisory lock of the campaign; tallies and arrival counters
+are spread over shard rows (each connection adds to its own, ``FOR UPDATE``) and summed on read, so no
+row is hot.
+
+Invariant kept by :meth:`Store.ingest`: for every campaign, round, group field and group value, the sum of
+the ``tally_shards`` rows equals the tally of the stored reports (the campaign's report count is the sum of
+its overall tallies; checked by ``deniable verify``), and the ``report_arrivals`` of each round add up to
+its number of reports.
 Each report id counts at most once per campaign, and each device
 (pseudonym) at most once per campaign and round. Non-recurring campaigns have the single round ``''``;
 a recurring campaign's rounds are the labels its devices send, each tallied (and estimated) on its own.
@@ -18,17 +34,29 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sqlite3
+import random
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from deniable.aggregator.database import (
+    CONCURRENT,
+    SERIAL,
+    Connection,
+    Database,
+    driver_errors,
+    unavailable,
+)
 from deniable.aggregator.migrations import migrate
-from deniable.shared.errors import CampaignClosed, TokenQuotaExceeded, UnknownCampaign
+from deniable.aggregator.sealed_keys import Sealed
+from deniable.shared.errors import CampaignClosed, StoreUnavailable, TokenQuotaExceeded, UnknownCampaign
+
+T = TypeVar("T")
 
 __all__ = [
     "OVERALL",
@@ -61,6 +89,17 @@ def _over_cap(what: str, cap: int) -> str:
 
 #: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
 _IN_CHUNK = 500
+
+#: Times :meth:`Store.retrying` runs a transaction that a conflict rolled back before answering 503.
+RETRY_ATTEMPTS = 12
+
+
+class _Raced(StoreUnavailable):
+    """A row this transaction meant to insert was inserted by a concurrent one after this transaction looked
+    (PostgreSQL, READ COMMITTED): roll back and classify the batch again, now seeing that row."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"a concurrent transaction stored {what} first; retry", retry=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,34 +187,58 @@ def _chunks(items: Sequence[bytes], size: int = _IN_CHUNK) -> Iterator[Sequence[
         yield items[start : start + size]
 
 
+def _summed(rows: Iterable[Sequence[Any]]) -> dict[Any, StoredTally]:
+    """Tally shard rows ``(key, n, support_json)`` or ``(key1, key2, n, support_json)`` summed per key, in
+    the order the keys first appear: a tally is the sum of its shards."""
+    sums: dict[Any, tuple[int, list[int]]] = {}
+    for row in rows:
+        key = row[0] if len(row) == 3 else tuple(row[:-2])
+        n, support = int(row[-2]), json.loads(row[-1])
+        found = sums.get(key)
+        if found is None:
+            sums[key] = (n, support)
+        else:
+            sums[key] = (found[0] + n, [a + b for a, b in zip(found[1], support, strict=True)])
+    return {key: StoredTally(n, support) for key, (n, support) in sums.items()}
+
+
 class Store:
-    """The aggregator's SQLite database at ``path`` (created and migrated on first use).
+    """The aggregator's database: a SQLite file at ``target`` (a path), or the PostgreSQL database a
+    ``postgresql://`` URL names; created and migrated on first use.
 
     One connection per thread (connections are not shared across threads or forked processes); the
-    store is safe to use from many threads of many processes at once.
+    store is safe to use from many threads of many processes, and on PostgreSQL of many instances, at once.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, target: str | Path) -> None:
+        self.db = Database(target)
+        self.path = self.db.path if self.db.path is not None else Path(os.devnull)
         self._local = threading.local()
         self._pid = os.getpid()
         conn = self.connection()
-        migrate(conn)
+        try:
+            migrate(conn)
+        except driver_errors() as exc:
+            raise unavailable(exc) from exc
+
+    @property
+    def postgres(self) -> bool:
+        """Whether the store is a PostgreSQL database (else a SQLite file)."""
+        return self.db.postgres
 
     # -- connections and transactions ------------------------------------------------------------
 
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (autocommit mode; use :meth:`transaction` to write)."""
+    def connection(self) -> Any:
+        """This thread's connection (autocommit mode; use :meth:`transaction` to write). A PostgreSQL
+        connection that failed (the server restarted, the network dropped it) is replaced by a new one."""
         if self._pid != os.getpid():  # a forked child must never reuse its parent's connections
             self._local, self._pid = threading.local(), os.getpid()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(conn, "broken", False):
+            self.close()
+            conn = None
         if conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
+            conn = self.db.connect(BUSY_TIMEOUT_MS)
             self._local.conn = conn
         return conn
 
@@ -183,41 +246,76 @@ class Store:
         """Close this thread's connection (others close when their thread's store is collected)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
-            conn.close()
+            try:
+                conn.close()
+            except driver_errors():
+                pass
             self._local.conn = None
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``): commit on success, roll back on any exception.
+    def transaction(self, isolation: str = SERIAL) -> Iterator[Connection]:
+        """A write transaction: commit on success, roll back on any exception.
 
-        The write lock is held from the start, so a read-modify-write inside (e.g. a central accountant
-        checking and spending ε) is atomic across processes.
+        SQLite: ``BEGIN IMMEDIATE``, the write lock held from the start, so a read-modify-write inside (e.g.
+        a central accountant checking and spending ε) is atomic across processes. PostgreSQL: SERIALIZABLE
+        (``isolation=SERIAL``), so the same code is atomic across instances too, or it fails with
+        :class:`StoreUnavailable` (``retry=True``: run it again, :meth:`retrying`); ``CONCURRENT`` is READ
+        COMMITTED, for code that is correct by constraints and row locks (ingestion).
         """
         conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(self.db.begin(isolation))
+        except driver_errors() as exc:
+            raise unavailable(exc) from exc
         try:
             yield conn
             conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        except BaseException as exc:
+            if not getattr(conn, "broken", False):
+                try:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                except Exception:  # noqa: S110 - the rollback of a failed transaction; the failure is raised
+                    pass
+            if isinstance(exc, driver_errors()):
+                raise unavailable(exc) from exc
             raise
+
+    def retrying(self, work: Callable[[Connection], T], *, isolation: str = SERIAL) -> T:
+        """``work(conn)`` in a :meth:`transaction`, run again (up to :data:`RETRY_ATTEMPTS` times, after a
+        short random pause) when a conflict rolled it back; ``work`` must have no effect outside the
+        database. Other failures, and a conflict on the last attempt, raise :class:`StoreUnavailable`."""
+        for attempt in range(RETRY_ATTEMPTS):
+            try:
+                with self.transaction(isolation) as conn:
+                    return work(conn)
+            except StoreUnavailable as exc:
+                if not exc.retry or attempt == RETRY_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def write_probe(self) -> None:
         """One write transaction, committed (and fsynced, ``synchronous=FULL``) like a report batch: the
-        readiness check that the database takes writes. Raises ``sqlite3.Error`` if it does not."""
-        with self.transaction() as conn:
+        readiness check that the database takes writes. Raises :class:`StoreUnavailable` or
+        ``sqlite3.Error`` if it does not."""
+
+        def probe(conn: Connection) -> None:
             conn.execute(
                 "INSERT INTO health_probe (id, probed_at, pid) VALUES (1, ?, ?)"
                 " ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at, pid = excluded.pid",
                 (_utc_now().isoformat(), os.getpid()),
             )
 
+        self.retrying(probe, isolation=CONCURRENT)
+
     # -- campaigns -------------------------------------------------------------------------------
 
+    #: The report count is the sum of the overall tally shards of every round (no counter row to update).
     _SELECT_CAMPAIGNS = (
-        "SELECT id, config_json, status, trust_model, budget, adjacency, epsilon_spent, n_reports,"
-        " created_at, closed_at FROM campaigns"
+        "SELECT id, config_json, status, trust_model, budget, adjacency, epsilon_spent,"
+        " (SELECT COALESCE(SUM(t.n), 0) FROM tally_shards t WHERE t.campaign_id = campaigns.id"
+        " AND t.group_field = '' AND t.group_value = ''), created_at, closed_at FROM campaigns"
     )
 
     @staticmethod
@@ -230,18 +328,18 @@ class Store:
             budget=row[4],
             adjacency=row[5],
             epsilon_spent=Decimal(row[6]),
-            n_reports=row[7],
+            n_reports=int(row[7]),
             created_at=row[8],
             closed_at=row[9],
         )
 
-    def campaign_exists(self, conn: sqlite3.Connection, campaign_id: str) -> bool:
+    def campaign_exists(self, conn: Connection, campaign_id: str) -> bool:
         """Whether a campaign with this id is stored (use inside a transaction to decide atomically)."""
         return conn.execute("SELECT 1 FROM campaigns WHERE id = ?", (campaign_id,)).fetchone() is not None
 
     def insert_campaign(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         campaign_id: str,
         config: dict[str, Any],
         *,
@@ -257,7 +355,7 @@ class Store:
         )
         return self.get_campaign(campaign_id, conn=conn)
 
-    def get_campaign(self, campaign_id: str, *, conn: sqlite3.Connection | None = None) -> CampaignRecord:
+    def get_campaign(self, campaign_id: str, *, conn: Connection | None = None) -> CampaignRecord:
         """The stored campaign; raises :class:`UnknownCampaign` when there is none with this id."""
         conn = conn or self.connection()
         row = conn.execute(self._SELECT_CAMPAIGNS + " WHERE id = ?", (campaign_id,)).fetchone()
@@ -286,8 +384,10 @@ class Store:
         return int(row[0])
 
     def close_campaign(self, campaign_id: str) -> CampaignRecord:
-        """Mark the campaign closed (idempotent); later report batches are refused with 409."""
-        with self.transaction() as conn:
+        """Mark the campaign closed (idempotent); later report batches are refused with 409 (on PostgreSQL
+        the update waits for the batches in flight, which read the status ``FOR SHARE``)."""
+
+        def close(conn: Connection) -> CampaignRecord:
             record = self.get_campaign(campaign_id, conn=conn)
             if record.status == "open":
                 conn.execute(
@@ -296,10 +396,30 @@ class Store:
                 )
             return self.get_campaign(campaign_id, conn=conn)
 
+        return self.retrying(close)
+
+    # -- sealed campaign keys (PostgreSQL: every instance reads them; see sealed_keys.py) ---------
+
+    @staticmethod
+    def save_sealed_key(conn: Connection, campaign_id: str, kind: str, sealed: Sealed) -> None:
+        """Store a campaign's sealed private key within the caller's transaction (the campaign's insert)."""
+        conn.execute(
+            "INSERT INTO campaign_keys (campaign_id, kind, kek_id, nonce, sealed, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (campaign_id, kind, sealed.kek_id, sealed.nonce, sealed.sealed, _utc_now().isoformat()),
+        )
+
+    def sealed_key(self, campaign_id: str, kind: str) -> Sealed | None:
+        """The sealed private key of ``kind`` (``hpke`` or ``issuer``) of a campaign, or None."""
+        row = self.connection().execute(
+            "SELECT kek_id, nonce, sealed FROM campaign_keys WHERE campaign_id = ? AND kind = ?", (campaign_id, kind)
+        ).fetchone()
+        return None if row is None else Sealed(str(row[0]), bytes(row[1]), bytes(row[2]))
+
     # -- central release policy and log ----------------------------------------------------------
 
     @staticmethod
-    def release_policy(conn: sqlite3.Connection, campaign_id: str) -> PolicyRow | None:
+    def release_policy(conn: Connection, campaign_id: str) -> PolicyRow | None:
         """The policy the admin set for the campaign, or ``None`` (the defaults apply)."""
         row = conn.execute(
             "SELECT min_reports, min_refresh_interval_s, updated_at, updated_by FROM release_policies"
@@ -310,7 +430,7 @@ class Store:
 
     @staticmethod
     def set_release_policy(
-        conn: sqlite3.Connection, campaign_id: str, *, min_reports: int, min_refresh_interval_s: int, updated_by: str
+        conn: Connection, campaign_id: str, *, min_reports: int, min_refresh_interval_s: int, updated_by: str
     ) -> PolicyRow:
         """Store (replace) the campaign's policy within the caller's transaction; return it."""
         updated_at = _utc_now().isoformat()
@@ -324,7 +444,7 @@ class Store:
         return PolicyRow(min_reports, min_refresh_interval_s, updated_at, updated_by)
 
     @staticmethod
-    def central_books(conn: sqlite3.Connection, campaign_id: str) -> tuple[str, float | None, str | None, str] | None:
+    def central_books(conn: Connection, campaign_id: str) -> tuple[str, float | None, str | None, str] | None:
         """``(trust_model, budget, adjacency, epsilon_spent)`` of a campaign (``None`` if unknown), read
         inside the caller's spending transaction; ``epsilon_spent`` is the exact decimal string."""
         row = conn.execute(
@@ -333,12 +453,12 @@ class Store:
         return None if row is None else (row[0], row[1], row[2], str(row[3]))
 
     @staticmethod
-    def set_epsilon_spent(conn: sqlite3.Connection, campaign_id: str, spent: str) -> None:
+    def set_epsilon_spent(conn: Connection, campaign_id: str, spent: str) -> None:
         """Store the campaign's spent ε, an exact decimal string, within the caller's spending transaction."""
         conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?", (spent, campaign_id))
 
     @staticmethod
-    def has_release(conn: sqlite3.Connection, campaign_id: str, release_key: str) -> bool:
+    def has_release(conn: Connection, campaign_id: str, release_key: str) -> bool:
         """Whether a release is stored in this slot (asking for it again is then free)."""
         row = conn.execute(
             "SELECT 1 FROM central_releases WHERE campaign_id = ? AND release_key = ?", (campaign_id, release_key)
@@ -346,18 +466,18 @@ class Store:
         return row is not None
 
     @staticmethod
-    def last_release_at(conn: sqlite3.Connection, campaign_id: str) -> str | None:
+    def last_release_at(conn: Connection, campaign_id: str) -> str | None:
         """When the campaign last spent ε on a release (UTC, ISO 8601), logged or (before the log) stored."""
         row = conn.execute(
             "SELECT MAX(t) FROM (SELECT MAX(released_at) AS t FROM release_log WHERE campaign_id = ?"
-            " UNION ALL SELECT MAX(created_at) AS t FROM central_releases WHERE campaign_id = ?)",
+            " UNION ALL SELECT MAX(created_at) AS t FROM central_releases WHERE campaign_id = ?) AS spends",
             (campaign_id, campaign_id),
         ).fetchone()
         return None if row is None else row[0]
 
     @staticmethod
     def log_release(
-        conn: sqlite3.Connection,
+        conn: Connection,
         campaign_id: str,
         *,
         released_at: str,
@@ -368,19 +488,19 @@ class Store:
         cost: dict[str, Any] | None,
     ) -> int:
         """Append a release to the log within the caller's transaction (the one that spent its ε)."""
-        cursor = conn.execute(
+        row = conn.execute(
             "INSERT INTO release_log (campaign_id, released_at, role, epsilon, release_key, parameters_json,"
-            " cost_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " cost_json) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
             (
                 campaign_id, released_at, role, float(epsilon), release_key, _compact(parameters),
                 None if cost is None else _compact(cost),
             ),
-        )  # fmt: skip
-        return int(cursor.lastrowid or 0)
+        ).fetchone()  # fmt: skip
+        return int(row[0])
 
     @staticmethod
     def stored_release(
-        conn: sqlite3.Connection, campaign_id: str, release_key: str
+        conn: Connection, campaign_id: str, release_key: str
     ) -> tuple[dict[str, Any], str] | None:
         """The release kept in a slot (its stored JSON and when it was drawn), or ``None``."""
         row = conn.execute(
@@ -391,7 +511,7 @@ class Store:
 
     @staticmethod
     def keep_release(
-        conn: sqlite3.Connection, campaign_id: str, release_key: str, *, epsilon: float, result: Any, at: str
+        conn: Connection, campaign_id: str, release_key: str, *, epsilon: float, result: Any, at: str
     ) -> None:
         """Store (replace) the release kept in a slot, within the caller's spending transaction."""
         conn.execute(
@@ -402,17 +522,18 @@ class Store:
         )
 
     @staticmethod
-    def overall_support(conn: sqlite3.Connection, campaign_id: str, k: int) -> list[int]:
+    def overall_support(conn: Connection, campaign_id: str, k: int) -> list[int]:
         """The raw per-category counts of a (non-recurring) campaign's overall tally (zeros if empty)."""
-        row = conn.execute(
-            "SELECT support_json FROM tallies WHERE campaign_id = ? AND round = '' AND group_field = ''"
+        rows = conn.execute(
+            "SELECT '', n, support_json FROM tally_shards WHERE campaign_id = ? AND round = '' AND group_field = ''"
             " AND group_value = ''",
             (campaign_id,),
-        ).fetchone()
-        return [int(c) for c in json.loads(row[0])] if row is not None else [0] * k
+        )
+        tally = _summed(rows).get("")
+        return list(tally.support) if tally is not None else [0] * k
 
     @staticmethod
-    def release_costs(conn: sqlite3.Connection, campaign_id: str) -> list[dict[str, Any]]:
+    def release_costs(conn: Connection, campaign_id: str) -> list[dict[str, Any]]:
         """Every logged release's cost (exact JSON of :class:`deniable.shared.accounting.Cost`), oldest first:
         the central accountant's ledger, read inside the spending transaction."""
         rows = conn.execute(
@@ -436,7 +557,7 @@ class Store:
     # -- reports ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _existing_reports(conn: sqlite3.Connection, campaign_id: str, ids: Sequence[bytes]) -> set[tuple[bytes, bytes]]:
+    def _existing_reports(conn: Connection, campaign_id: str, ids: Sequence[bytes]) -> set[tuple[bytes, bytes]]:
         """The ``(report_id, pseudonym)`` pairs stored under any of ``ids``: a report id is a retry only of
         the device that stored it (schema version 10)."""
         found: set[tuple[bytes, bytes]] = set()
@@ -450,7 +571,7 @@ class Store:
         return found
 
     @staticmethod
-    def _spent_tokens(conn: sqlite3.Connection, campaign_id: str, nonces: Sequence[bytes]) -> set[bytes]:
+    def _spent_tokens(conn: Connection, campaign_id: str, nonces: Sequence[bytes]) -> set[bytes]:
         """The admission-token nonces among ``nonces`` already spent in this campaign."""
         found: set[bytes] = set()
         for chunk in _chunks(nonces):
@@ -475,7 +596,8 @@ class Store:
         """Count ``count`` more tokens against ``account`` (an HMAC of the backend's account name), in one
         write transaction; return the account's total. Raises :class:`TokenQuotaExceeded` (nothing
         counted) when the total would pass ``limit``, and ``CampaignClosed`` for a closed campaign."""
-        with self.transaction() as conn:
+
+        def grant(conn: Connection) -> int:
             status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
             if status is None:
                 raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
@@ -498,7 +620,9 @@ class Store:
                 " (campaign_id, account) DO UPDATE SET issued = excluded.issued",
                 (campaign_id, account, issued + count),
             )
-        return issued + count
+            return issued + count
+
+        return self.retrying(grant)
 
     def tokens_issued(self, campaign_id: str) -> tuple[int, int]:
         """``(accounts, tokens)``: how many accounts got tokens of the campaign, and how many in all."""
@@ -509,7 +633,7 @@ class Store:
 
     @staticmethod
     def _existing_devices(
-        conn: sqlite3.Connection, campaign_id: str, pairs: Sequence[tuple[str, bytes]]
+        conn: Connection, campaign_id: str, pairs: Sequence[tuple[str, bytes]]
     ) -> set[tuple[str, bytes]]:
         """The ``(round, pseudonym)`` pairs among ``pairs`` already stored.
 
@@ -532,12 +656,12 @@ class Store:
         return found
 
     @staticmethod
-    def _stored_values(conn: sqlite3.Connection, campaign_id: str, field: str) -> set[str]:
+    def _stored_values(conn: Connection, campaign_id: str, field: str) -> set[str]:
         """The distinct values of one group field (``''``: the rounds) stored for the campaign, any round."""
         if field == "":
-            sql = "SELECT DISTINCT round FROM tallies WHERE campaign_id = ? AND group_field = ''"
+            sql = "SELECT DISTINCT round FROM tally_shards WHERE campaign_id = ? AND group_field = ''"
             return {row[0] for row in conn.execute(sql, (campaign_id,))}
-        sql = "SELECT DISTINCT group_value FROM tallies WHERE campaign_id = ? AND group_field = ?"
+        sql = "SELECT DISTINCT group_value FROM tally_shards WHERE campaign_id = ? AND group_field = ?"
         return {row[0] for row in conn.execute(sql, (campaign_id, field))}
 
     def ingest(
@@ -565,9 +689,14 @@ class Store:
         value past its cap is ``("rejected", reason)`` and changes nothing; the check runs in the same
         transaction as the insert, so concurrent batches cannot pass the cap together.
         """
-        with self.transaction() as conn:
-            return self._ingest(conn, campaign_id, reports, k=k, group_fields=group_fields,
-                                capped_fields=capped_fields, max_rounds=max_rounds)  # fmt: skip
+        now = _utc_now()
+        day, hour = now.date().isoformat(), hour_of(now)
+        caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
+
+        def store(conn: Connection) -> list[tuple[str, str | None]]:
+            return self._ingest(conn, campaign_id, reports, k, group_fields, caps, day, hour)
+
+        return self.retrying(store, isolation=CONCURRENT)
 
     def ingest_batch(
         self, campaign_id: str, batch_id: str, n: int, reports: Sequence[ReportRow], *, k: int
@@ -577,25 +706,32 @@ class Store:
         In ONE transaction: a ``batch_id`` already stored changes nothing and gives ``("duplicate", its
         accepted count)``; otherwise the reports are ingested as :meth:`ingest` does (each keyed by the hash
         of its ciphertext, so the same ciphertext in two batches counts once) and the batch is recorded
-        with its size, giving ``("accepted", reports newly stored)``.
+        with its size, giving ``("accepted", reports newly stored)``. On PostgreSQL the batch row is inserted
+        with ``ON CONFLICT DO NOTHING``: a concurrent copy of the batch that won makes this one run again,
+        and then find it.
         """
         raw_id = bytes.fromhex(batch_id)
-        with self.transaction() as conn:
+        now = _utc_now()
+        day, hour = now.date().isoformat(), hour_of(now)
+
+        def store(conn: Connection) -> tuple[str, int]:
             row = conn.execute(
                 "SELECT accepted FROM shuffled_batches WHERE campaign_id = ? AND batch_id = ?", (campaign_id, raw_id)
             ).fetchone()
             if row is not None:
                 return "duplicate", int(row[0])
-            outcomes = self._ingest(
-                conn, campaign_id, reports, k=k, group_fields=(), capped_fields=None, max_rounds=None
-            )
+            outcomes = self._ingest(conn, campaign_id, reports, k, (), {}, day, hour)
             accepted = sum(status == "accepted" for status, _ in outcomes)
-            conn.execute(
+            added = conn.execute(
                 "INSERT INTO shuffled_batches (campaign_id, batch_id, n, accepted, received_day)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (campaign_id, raw_id, n, accepted, _utc_now().date().isoformat()),
-            )
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (campaign_id, raw_id, n, accepted, day),
+            ).rowcount
+            if added != 1:
+                raise _Raced("this batch")
             return "accepted", accepted
+
+        return self.retrying(store, isolation=CONCURRENT)
 
     def shuffled_batches(self, campaign_id: str) -> list[tuple[int, int]]:
         """``(n, accepted)`` of every batch the campaign's shuffler forwarded (in no particular order)."""
@@ -606,18 +742,20 @@ class Store:
 
     def _ingest(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         campaign_id: str,
         reports: Sequence[ReportRow],
-        *,
         k: int,
         group_fields: Sequence[str],
-        capped_fields: Mapping[str, int] | None,
-        max_rounds: int | None,
+        caps: Mapping[str, int],
+        day: str,
+        hour: str,
     ) -> list[tuple[str, str | None]]:
-        now = _utc_now()
-        day, hour = now.date().isoformat(), hour_of(now)
-        status = conn.execute("SELECT status FROM campaigns WHERE id = ?", (campaign_id,)).fetchone()
+        """One attempt of :meth:`ingest` in the caller's transaction (raises :class:`_Raced` to be run again)."""
+        status = conn.execute(
+            "SELECT status FROM campaigns WHERE id = ?" + self.db.lock("share"),  # noqa: S608 - a constant
+            (campaign_id,),
+        ).fetchone()
         if status is None:
             raise UnknownCampaign(f"no campaign has the id {campaign_id!r}")
         if status[0] != "open":
@@ -634,8 +772,8 @@ class Store:
         rows: list[tuple[str | bytes, ...]] = []
         deltas: dict[tuple[str, str, str], list[int]] = {}
         group_keys: dict[tuple[tuple[str, str], ...], str] = {}
-        caps = {**(capped_fields or {}), **({"": max_rounds} if max_rounds is not None else {})}
         domains: dict[str, set[str]] = {}
+        locked = [False]
         for report, report_id, device in zip(reports, ids, devices, strict=True):
             if (report_id, device) in known_ids:  # a retry of this device's report, not another's id
                 outcomes.append(("duplicate", _SAME_REPORT))
@@ -643,7 +781,7 @@ class Store:
             if (report.round, device) in known_devices:
                 outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
                 continue
-            refusal = self._domain_refusal(conn, campaign_id, report, caps, domains)
+            refusal = self._domain_refusal(conn, campaign_id, report, caps, domains, locked)
             if refusal is not None:
                 outcomes.append(("rejected", refusal))
                 continue
@@ -672,38 +810,61 @@ class Store:
                 for v in report.support:
                     delta[v] += 1
         if rows:
-            conn.executemany(
+            inserted = conn.executemany(
                 "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
-                " received_day) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " received_day) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 rows,
-            )
+            ).rowcount
+            if inserted != len(rows):
+                raise _Raced("some of these reports (or reports of these devices)")
+            if new_tokens:
+                taken = conn.executemany(
+                    "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                    new_tokens,
+                ).rowcount
+                if taken != len(new_tokens):
+                    raise _Raced("a report spending one of these admission tokens")
             self._add_tallies(conn, campaign_id, deltas, k)
             arrivals: dict[str, int] = {}
             for row in rows:
                 arrivals[str(row[2])] = arrivals.get(str(row[2]), 0) + 1
+            shard = self.db.shard_of(conn)
             conn.executemany(
-                "INSERT INTO report_arrivals (campaign_id, round, hour, n) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (campaign_id, round, hour) DO UPDATE SET n = n + excluded.n",
-                [(campaign_id, round_, hour, n) for round_, n in arrivals.items()],
-            )
-            conn.executemany(
-                "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?)", new_tokens
-            )
-            conn.execute(
-                "UPDATE campaigns SET n_reports = n_reports + ? WHERE id = ?", (len(rows), campaign_id)
+                "INSERT INTO report_arrivals (campaign_id, round, hour, shard, n) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (campaign_id, round, hour, shard) DO UPDATE SET n = report_arrivals.n + excluded.n",
+                [(campaign_id, round_, hour, shard, n) for round_, n in sorted(arrivals.items())],
             )
         return outcomes
 
     def _domain_refusal(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         campaign_id: str,
         report: ReportRow,
         caps: Mapping[str, int],
         domains: dict[str, set[str]],
+        locked: list[bool],
     ) -> str | None:
         """Why ``report`` would take a capped field (or the rounds, field ``''``) past its cap, else None
-        (and its new values are added to ``domains``, the stored values plus this batch's accepted ones)."""
+        (and its new values are added to ``domains``, the stored values plus this batch's accepted ones).
+
+        On PostgreSQL the first new value of a batch takes the campaign's advisory lock (held to commit) and
+        reads the stored values again: under READ COMMITTED that read sees every value a concurrent batch
+        added and committed, so two batches cannot both pass a cap. (No value of this batch was added to
+        ``domains`` before the lock: adding one takes it first.)"""
+        if self.postgres and not locked[0]:
+            for field in caps:
+                value = report.round if field == "" else report.groups.get(field)
+                if value is None:
+                    continue
+                known = domains.get(field)
+                if known is None:
+                    known = domains[field] = self._stored_values(conn, campaign_id, field)
+                if value not in known:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"domains:{campaign_id}",))
+                    locked[0] = True
+                    domains.clear()
+                    break
         new: list[tuple[str, str]] = []
         for field, cap in caps.items():
             value = report.round if field == "" else report.groups.get(field)
@@ -721,23 +882,39 @@ class Store:
             domains[field].add(value)
         return None
 
-    @staticmethod
     def _add_tallies(
-        conn: sqlite3.Connection, campaign_id: str, deltas: dict[tuple[str, str, str], list[int]], k: int
+        self, conn: Connection, campaign_id: str, deltas: dict[tuple[str, str, str], list[int]], k: int
     ) -> None:
-        for (round_, field, value), delta in deltas.items():
-            row = conn.execute(
-                "SELECT n, support_json FROM tallies WHERE campaign_id = ? AND round = ? AND group_field = ?"
-                " AND group_value = ?",
-                (campaign_id, round_, field, value),
-            ).fetchone()
-            n, support = (row[0], json.loads(row[1])) if row else (0, [0] * k)
-            support = [s + d for s, d in zip(support, delta[:k], strict=True)]
-            conn.execute(
-                "INSERT OR REPLACE INTO tallies (campaign_id, round, group_field, group_value, n, support_json)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (campaign_id, round_, field, value, n + delta[k], _compact(support)),
-            )
+        """Add ``deltas`` to this connection's shard of each tally, in key order (so that two transactions on
+        one shard never lock rows in opposite orders). The shard row is read ``FOR UPDATE``; a missing one
+        is inserted with ``ON CONFLICT DO NOTHING`` and, if a concurrent batch inserted it first, read again."""
+        shard = self.db.shard_of(conn)
+        lock = self.db.lock("update")
+        for (round_, field, value), delta in sorted(deltas.items()):
+            key = (campaign_id, round_, field, value, shard)
+            for _ in range(3):
+                row = conn.execute(
+                    "SELECT n, support_json FROM tally_shards WHERE campaign_id = ? AND round = ? AND group_field = ?"  # noqa: S608 - a constant lock suffix
+                    " AND group_value = ? AND shard = ?" + lock,
+                    key,
+                ).fetchone()
+                if row is not None:
+                    support = [s + d for s, d in zip(json.loads(row[1]), delta[:k], strict=True)]
+                    conn.execute(
+                        "UPDATE tally_shards SET n = ?, support_json = ? WHERE campaign_id = ? AND round = ?"
+                        " AND group_field = ? AND group_value = ? AND shard = ?",
+                        (int(row[0]) + delta[k], _compact(support), *key),
+                    )
+                    break
+                added = conn.execute(
+                    "INSERT INTO tally_shards (campaign_id, round, group_field, group_value, shard, n, support_json)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (*key, delta[k], _compact(delta[:k])),
+                ).rowcount
+                if added == 1:
+                    break
+            else:
+                raise _Raced("this tally shard")
 
     def tallies(self, campaign_id: str, group_field: str = "", *, round: str = "") -> dict[str, StoredTally]:
         """The stored tallies of one grouping in one round: ``{group_value: StoredTally}`` (``{"": overall}``
@@ -749,27 +926,28 @@ class Store:
 
     @staticmethod
     def group_tallies(
-        conn: sqlite3.Connection, campaign_id: str, group_field: str = "", *, round: str = ""
+        conn: Connection, campaign_id: str, group_field: str = "", *, round: str = ""
     ) -> dict[str, StoredTally]:
         """:meth:`tallies` on the caller's connection (inside a central release's spending transaction).
 
         One round only (``''``, the round of a non-recurring campaign, by default): every round has its
         own rows, so a read over all of them would keep one arbitrary round's counts per group value.
+        The shard rows of each group value are summed.
         """
         rows = conn.execute(
-            "SELECT group_value, n, support_json FROM tallies WHERE campaign_id = ? AND round = ?"
+            "SELECT group_value, n, support_json FROM tally_shards WHERE campaign_id = ? AND round = ?"
             " AND group_field = ? ORDER BY group_value",
             (campaign_id, round, group_field),
         )
-        return {value: StoredTally(int(n), json.loads(support)) for value, n, support in rows}
+        return _summed(rows)
 
     def all_tallies(self, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
         """Every stored tally of the campaign in one round, keyed by ``(group_field, group_value)``."""
         rows = self.connection().execute(
-            "SELECT group_field, group_value, n, support_json FROM tallies WHERE campaign_id = ? AND round = ?",
+            "SELECT group_field, group_value, n, support_json FROM tally_shards WHERE campaign_id = ? AND round = ?",
             (campaign_id, round),
         )
-        return {(f, v): StoredTally(n, json.loads(s)) for f, v, n, s in rows}
+        return _summed(rows)
 
     def rounds(self, campaign_id: str) -> list[tuple[str, int]]:
         """``(round, n)`` of every round with reports, in label order (``''`` for a non-recurring campaign).
@@ -777,11 +955,11 @@ class Store:
         Read from the overall tallies: O(number of rounds).
         """
         rows = self.connection().execute(
-            "SELECT round, n FROM tallies WHERE campaign_id = ? AND group_field = '' AND group_value = ''"
-            " AND n > 0 ORDER BY round",
+            "SELECT round, SUM(n) FROM tally_shards WHERE campaign_id = ? AND group_field = '' AND group_value = ''"
+            " GROUP BY round HAVING SUM(n) > 0 ORDER BY round",
             (campaign_id,),
         )
-        return [(round_, n) for round_, n in rows]
+        return [(round_, int(n)) for round_, n in rows]
 
     def arrivals(self, campaign_id: str, *, round: str | None = None) -> list[tuple[str, int]]:
         """``(hour, n)``: the accepted reports of each UTC hour that has any, oldest first; of one ``round``,
@@ -793,7 +971,8 @@ class Store:
             )
         else:
             rows = self.connection().execute(
-                "SELECT hour, n FROM report_arrivals WHERE campaign_id = ? AND round = ? ORDER BY hour",
+                "SELECT hour, SUM(n) FROM report_arrivals WHERE campaign_id = ? AND round = ? GROUP BY hour"
+                " ORDER BY hour",
                 (campaign_id, round),
             )
         return [(hour, int(n)) for hour, n in rows if n]
@@ -851,7 +1030,8 @@ class Store:
         """Every round label found in the stored reports or tallies (a full scan, for recounts)."""
         conn = self.connection()
         rows = conn.execute(
-            "SELECT round FROM reports WHERE campaign_id = ? UNION SELECT round FROM tallies WHERE campaign_id = ?",
+            "SELECT round FROM reports WHERE campaign_id = ?"
+            " UNION SELECT round FROM tally_shards WHERE campaign_id = ?",
             (campaign_id, campaign_id),
         )
         return {row[0] for row in rows}
@@ -867,18 +1047,22 @@ class Store:
             yield report_id.hex(), json.loads(groups_json), report_json
 
     @contextmanager
-    def read_snapshot(self) -> Iterator[sqlite3.Connection]:
+    def read_snapshot(self) -> Iterator[Connection]:
         """A read transaction: every read of this thread's connection inside sees one consistent state.
 
         In WAL mode a reader never blocks writers (nor they it): an export can run beside live ingestion
-        and still pair the reports it reads with the tallies of exactly those reports.
+        and still pair the reports it reads with the tallies of exactly those reports. PostgreSQL: a
+        REPEATABLE READ READ ONLY transaction, the same guarantee.
         """
         conn = self.connection()
-        conn.execute("BEGIN DEFERRED")
+        try:
+            conn.execute(self.db.begin_snapshot())
+        except driver_errors() as exc:
+            raise unavailable(exc) from exc
         try:
             yield conn
         finally:
-            if conn.in_transaction:
+            if not getattr(conn, "broken", False) and conn.in_transaction:
                 conn.execute("ROLLBACK")
 
     def iter_export_rows(self, campaign_id: str) -> Iterator[tuple[str, str, dict[str, str], str]]:

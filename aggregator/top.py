@@ -17,12 +17,12 @@ in a slot (``release_key``) and served again for free; ``refresh`` draws again a
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from deniable.aggregator import accountant, central
+from deniable.aggregator.database import Connection
 from deniable.aggregator.store import Store
 from deniable.shared import noise
 from deniable.shared.accounting import Budget, Cost, compose, group_cost
@@ -49,7 +49,7 @@ def _check_j(j: int, k: int) -> int:
 
 
 def release_top(
-    conn: sqlite3.Connection,
+    conn: Connection,
     campaign_id: str,
     *,
     epsilon: float,

@@ -14,6 +14,7 @@
     ├── UnknownCampaign (LookupError)   no campaign with that id
     ├── CampaignClosed                  the campaign no longer accepts reports
     ├── CampaignKeyUnavailable          the aggregator cannot use a campaign's key (a server fault; retryable)
+    ├── StoreUnavailable                the aggregator's database failed or is unreachable (HTTP 503; retryable)
     ├── CampaignExists                  a campaign with that id already exists (ids are never reused)
     ├── AuthenticationFailed            no token, or a token the aggregator does not know (HTTP 401)
     ├── PermissionDenied                the token's role may not do this, or the figure is not released (403)
@@ -71,6 +72,7 @@ __all__ = [
     "StateCorrupt",
     "StateDiskFull",
     "StateReadOnly",
+    "StoreUnavailable",
     "TokenQuotaExceeded",
     "TransportError",
     "UnknownCampaign",
@@ -173,6 +175,23 @@ class CampaignKeyUnavailable(DeniableError):
     """
 
     code = "campaign_key_unavailable"
+
+
+class StoreUnavailable(DeniableError):
+    """The aggregator's database failed or cannot be reached right now (HTTP 503 with ``Retry-After``).
+
+    Nothing of the request was stored; sending it again is safe (report batches are idempotent). ``retry``
+    is True when the transaction was certainly rolled back by a conflict, so the aggregator may run it again
+    at once itself.
+    """
+
+    code = "store_unavailable"
+
+    def __init__(self, message: str, *, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
 class CampaignExists(DeniableError):
     """A campaign with this id already exists (HTTP 409)."""
 

@@ -1,4 +1,5 @@
-"""The SQLite store: migrations, durability settings, the ingest transaction and its invariants."""
+"""The store on both backends (SQLite and PostgreSQL, ``database_target``): the ingest transaction and its
+invariants, migrations; SQLite's durability settings and upgrade path; PostgreSQL's baseline schema."""
 
 from __future__ import annotations
 
@@ -18,8 +19,17 @@ from deniable.shared.errors import CampaignClosed, UnknownCampaign
 K = 4
 
 
-def make_store(path: Path, campaign_id: str = "c1", group_fields: tuple[str, ...] = ("country",)) -> Store:
-    store = Store(path / "db.sqlite3")
+def make_store(
+    target: str | Path,
+    campaign_id: str = "c1",
+    group_fields: tuple[str, ...] = ("country",),
+    *,
+    store: Store | None = None,
+) -> Store:
+    """A store at ``target`` (a SQLite directory is given as a directory: the file goes inside) with one campaign."""
+    if isinstance(target, Path) and target.suffix != ".sqlite3":
+        target = target / "db.sqlite3"
+    store = store or Store(target)
     with store.transaction() as conn:
         store.insert_campaign(conn, campaign_id, {"id": campaign_id, "group_fields": list(group_fields)})
     return store
@@ -50,7 +60,7 @@ def test_new_database_is_migrated_with_wal_and_full_sync(tmp_path: Path) -> None
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"campaigns", "reports", "tallies", "central_releases"} <= tables
+    assert {"campaigns", "reports", "tally_shards", "central_releases", "campaign_keys"} <= tables
     columns = {r[1] for r in conn.execute("PRAGMA table_info(campaigns)")}
     assert {"trust_model", "budget", "adjacency", "epsilon_spent"} <= columns
 
@@ -85,8 +95,8 @@ def test_a_failing_migration_leaves_the_database_untouched(tmp_path: Path) -> No
     conn.close()
 
 
-def test_ingest_accepts_then_classifies_duplicates(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
+def test_ingest_accepts_then_classifies_duplicates(database_target: str | Path) -> None:
+    store = make_store(database_target)
     assert ingest(store, [row(1, value=2), row(2, value=3, country="DE")]) == [("accepted", None)] * 2
     outcomes = ingest(store, [row(1, value=2), row(3, pseudonym=f"{1:064x}"), row(4), row(4)])
     assert [o[0] for o in outcomes] == ["duplicate", "duplicate", "accepted", "duplicate"]
@@ -99,8 +109,8 @@ def test_ingest_accepts_then_classifies_duplicates(tmp_path: Path) -> None:
     assert store.get_campaign("c1").n_reports == store.count_reports("c1") == 3
 
 
-def test_ingest_refuses_unknown_and_closed_campaigns(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
+def test_ingest_refuses_unknown_and_closed_campaigns(database_target: str | Path) -> None:
+    store = make_store(database_target)
     with pytest.raises(UnknownCampaign):
         ingest(store, [row(1)], campaign_id="nope")
     closed = store.close_campaign("c1")
@@ -111,8 +121,8 @@ def test_ingest_refuses_unknown_and_closed_campaigns(tmp_path: Path) -> None:
     assert store.count_reports("c1") == 0
 
 
-def test_a_failed_transaction_stores_nothing(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
+def test_a_failed_transaction_stores_nothing(database_target: str | Path) -> None:
+    store = make_store(database_target)
     bad = ReportRow("0" * 32, "0" * 64, {"country": "NL"}, "0", (K + 5,))  # support out of range
     with pytest.raises(IndexError):
         ingest(store, [row(1), bad])
@@ -131,22 +141,30 @@ def test_a_failed_transaction_stores_nothing(tmp_path: Path) -> None:
         max_size=5,
     )
 )
-def test_tallies_always_equal_a_recount(tmp_path_factory: pytest.TempPathFactory, batches: list) -> None:
-    store = make_store(tmp_path_factory.mktemp("prop"))
+def test_tallies_always_equal_a_recount(database_target: str | Path, batches: list) -> None:
+    _EXAMPLES[0] += 1
+    campaign = f"p{_EXAMPLES[0]}"  # one store per test, one campaign per example
+    store = _STORES.get(str(database_target)) or make_store(database_target, campaign_id="c0")
+    _STORES[str(database_target)] = store
+    make_store(database_target, campaign_id=campaign, store=store)
     for batch in batches:
         rows = [
             ReportRow(f"{rid:032x}", f"{dev:064x}", {"country": c}, json.dumps(v), (v,)) for rid, dev, v, c in batch
         ]
-        ingest(store, rows)
+        ingest(store, rows, campaign_id=campaign)
     expected: dict[tuple[str, str], list[int]] = {}
-    for _, groups, report_json in store.iter_reports("c1"):
+    for _, groups, report_json in store.iter_reports(campaign):
         v = json.loads(report_json)
         for key in (OVERALL, ("country", groups["country"])):
             counts = expected.setdefault(key, [0] * (K + 1))
             counts[v] += 1
             counts[K] += 1
-    assert store.all_tallies("c1") == {key: StoredTally(c[K], c[:K]) for key, c in expected.items()}
-    assert store.get_campaign("c1").n_reports == store.count_reports("c1")
+    assert store.all_tallies(campaign) == {key: StoredTally(c[K], c[:K]) for key, c in expected.items()}
+    assert store.get_campaign(campaign).n_reports == store.count_reports(campaign)
+
+
+_EXAMPLES = [0]
+_STORES: dict[str, Store] = {}
 
 
 def _ingest_in_child(path: str, start: int) -> None:
@@ -155,10 +173,11 @@ def _ingest_in_child(path: str, start: int) -> None:
         store.ingest("c1", [row(i), row(i + 10_000, pseudonym=f"{i:064x}")], k=K, group_fields=("country",))
 
 
-def test_processes_share_the_database_without_losing_or_doubling_reports(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
+def test_processes_share_the_database_without_losing_or_doubling_reports(database_target: str | Path) -> None:
+    store = make_store(database_target)
     ctx = multiprocessing.get_context("spawn")
-    children = [ctx.Process(target=_ingest_in_child, args=(str(store.path), s)) for s in (0, 25, 50)]
+    target = str(store.path) if not store.postgres else str(database_target)
+    children = [ctx.Process(target=_ingest_in_child, args=(target, s)) for s in (0, 25, 50)]
     for child in children:
         child.start()
     for child in children:
@@ -172,8 +191,8 @@ def test_processes_share_the_database_without_losing_or_doubling_reports(tmp_pat
 # ---------------------------------------------------------------------------------------------- rounds
 
 
-def test_a_device_counts_once_per_round_and_each_round_has_its_own_tallies(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
+def test_a_device_counts_once_per_round_and_each_round_has_its_own_tallies(database_target: str | Path) -> None:
+    store = make_store(database_target)
     device = "d" * 64
     outcomes = ingest(
         store,
@@ -240,3 +259,114 @@ def test_duplicate_lookups_are_index_seeks_whatever_the_table_size(tmp_path: Pat
     for sql in lookups:
         plan = " ".join(str(r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql))
         assert "report_id=?" in plan or "pseudonym=?" in plan, (sql, plan)
+
+
+# ------------------------------------------------------------------------------------------ PostgreSQL
+
+
+def _sqlite_schema(path: Path) -> dict[str, tuple[list[str], list[str]]]:
+    conn = sqlite3.connect(path)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    schema = {}
+    for table in tables:
+        info = conn.execute(f"PRAGMA table_info({table})").fetchall()
+        columns = sorted(r[1] for r in info)
+        key = [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]]
+        schema[table] = (columns, key)
+    conn.close()
+    return schema
+
+
+def _postgres_schema(conn: object) -> dict[str, tuple[list[str], list[str]]]:
+    rows = conn.execute(  # type: ignore[attr-defined]
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+    ).fetchall()
+    keys = conn.execute(  # type: ignore[attr-defined]
+        "SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc"
+        " JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name"
+        " AND kcu.table_schema = tc.table_schema WHERE tc.constraint_type = 'PRIMARY KEY'"
+        " AND tc.table_schema = current_schema() ORDER BY tc.table_name, kcu.ordinal_position"
+    ).fetchall()
+    schema: dict[str, tuple[list[str], list[str]]] = {}
+    for table, column in rows:
+        schema.setdefault(table, ([], []))[0].append(column)
+    for table, column in keys:
+        schema[table][1].append(column)
+    return {table: (sorted(columns), key) for table, (columns, key) in schema.items() if table != "deniable_schema"}
+
+
+def test_postgres_schema_has_the_tables_columns_and_keys_of_a_migrated_sqlite_file(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """PostgreSQL starts from a baseline instead of replaying versions 1 to 10; the baseline plus the later
+    migrations must leave the same tables, columns and primary keys as the SQLite path."""
+    Store(tmp_path / "db.sqlite3").close()
+    store = Store(pg_url)
+    sqlite_schema = _sqlite_schema(tmp_path / "db.sqlite3")
+    sqlite_schema.pop("sqlite_sequence", None)
+    assert _postgres_schema(store.connection()) == sqlite_schema
+
+
+def test_postgres_migrate_is_idempotent_refuses_a_newer_schema_and_rolls_back_a_failure(pg_url: str) -> None:
+    import psycopg
+
+    from deniable.aggregator.database import PostgresConnection
+    from deniable.aggregator.migrations import schema_version
+
+    Store(pg_url).close()
+    store = Store(pg_url)  # a second instance starting applies nothing twice
+    conn = store.connection()
+    assert isinstance(conn, PostgresConnection)
+    assert schema_version(conn) == SCHEMA_VERSION
+    broken = (*MIGRATIONS, ("CREATE TABLE a (x INTEGER)", "CREATE TABLE a (x INTEGER)"))
+    with pytest.raises(psycopg.errors.DuplicateTable):
+        migrate(conn, broken)
+    assert schema_version(conn) == SCHEMA_VERSION
+    assert conn.execute("SELECT to_regclass('a')").fetchone()[0] is None  # transactional DDL: nothing left
+    conn.execute("UPDATE deniable_schema SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(RuntimeError, match="newer than this deniable"):
+        migrate(conn)
+
+
+def test_a_report_inserted_by_a_concurrent_transaction_counts_once(pg_url: str) -> None:
+    """The lookups of a batch cannot see a report a concurrent, not yet committed transaction inserted;
+    the insert's ON CONFLICT then skips it, the batch is rolled back and classified again: duplicate."""
+    import threading
+
+    store = make_store(pg_url)
+    other = Store(pg_url)  # another instance
+    conn = other.connection()
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json, received_day)"
+        " VALUES ('c1', ?, '', ?, '{}', '0', '2026-12-01')",
+        (bytes.fromhex(f"{1:032x}"), bytes.fromhex(f"{1:064x}")),
+    )
+    outcome: list[list[tuple[str, str | None]]] = []
+    racer = threading.Thread(target=lambda: outcome.append(ingest(store, [row(1), row(2)])))
+    racer.start()
+    racer.join(1.0)
+    assert racer.is_alive()  # waiting on the uncommitted row's unique key
+    conn.execute("COMMIT")
+    racer.join(30)
+    assert [status for status, _ in outcome[0]] == ["duplicate", "accepted"]
+    assert store.count_reports("c1") == 2
+    # the tallies count the reports the batch stored (the row inserted by hand has no tally: 1 of 2)
+    assert store.all_tallies("c1")[OVERALL].n == 1
+
+
+def test_instances_add_to_their_own_tally_shards_and_readers_sum_them(pg_url: str) -> None:
+    from deniable.aggregator.database import PG_TALLY_SHARDS
+
+    store = make_store(pg_url)
+    instances = [Store(pg_url) for _ in range(6)]
+    for i, instance in enumerate(instances):
+        instance.connection().shard = i % PG_TALLY_SHARDS  # type: ignore[attr-defined]
+        assert ingest(instance, [row(10 * i + j, value=j % K) for j in range(10)]) == [("accepted", None)] * 10
+    shards = store.connection().execute(
+        "SELECT COUNT(*) FROM tally_shards WHERE campaign_id = 'c1' AND group_field = ''"
+    ).fetchone()[0]
+    assert shards == len(instances)  # one row per writing connection, none shared
+    assert store.all_tallies("c1")[OVERALL] == StoredTally(60, [18, 18, 12, 12])
+    assert store.get_campaign("c1").n_reports == 60
+    assert store.arrivals("c1")[0][1] == 60
