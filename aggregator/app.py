@@ -1,7 +1,8 @@
 """The Flask app factory of the aggregator service.
 
 ``create_app({"DATA_DIR": path})`` builds a fresh app over the data dir: the SQLite store
-(``deniable.sqlite3``), the campaign keys (``keys/``) and the tokens (``tokens/`` unless given). There
+(``deniable.sqlite3``), the campaign keys (``keys/``) and the tokens (``tokens/`` unless given); with
+``DATABASE`` a PostgreSQL URL, the store is that database and the campaign keys are sealed in it. There
 is no module-level app; ``deniable serve`` calls the factory once per gunicorn worker.
 
 Configuration keys (all optional except ``DATA_DIR``):
@@ -18,6 +19,10 @@ Configuration keys (all optional except ``DATA_DIR``):
 ``SECURE_COOKIES``      mark the dashboard's cookies ``Secure`` even when the request came over plain HTTP
                         (behind a TLS-terminating proxy; default: only when the request itself is HTTPS)
 ``MAX_GROUP_VALUES``    most distinct values of a group field without declared values (default 1000)
+``DATABASE``            a ``postgresql://`` URL: the database several instances share (default: the SQLite
+                        file ``deniable.sqlite3`` in DATA_DIR)
+``KEY_ENCRYPTION_KEY``  the raw 32-byte key sealing the campaign keys in a PostgreSQL database (required
+                        with ``DATABASE``; the same on every instance)
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "ANALYST_TOKEN": None,
     "SECURE_COOKIES": False,
     "ISSUER_TOKEN": None,
+    "DATABASE": None,
+    "KEY_ENCRYPTION_KEY": None,
 }
 
 
@@ -69,7 +76,8 @@ def create_app(config: Mapping[str, Any]) -> Flask:
     )
     app.extensions["deniable"] = Service(
         data_dir,
-        database=data_dir / DATABASE_NAME,
+        database=app.config["DATABASE"] or data_dir / DATABASE_NAME,
+        kek=app.config["KEY_ENCRYPTION_KEY"],
         max_batch=int(app.config["MAX_BATCH"]),
         max_group_values=int(app.config["MAX_GROUP_VALUES"]),
         max_body=int(app.config["MAX_CONTENT_LENGTH"]),

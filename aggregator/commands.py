@@ -84,7 +84,7 @@ def _env_float(name: str, default: float) -> float:
         raise SystemExit(f"DENIABLE_{name} must be a number, got {raw!r}; fix or unset it") from None
 
 
-def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
+def _data_dir_arg(parser: argparse.ArgumentParser, *, database: bool = True) -> None:
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -92,6 +92,65 @@ def _data_dir_arg(parser: argparse.ArgumentParser) -> None:
         help="directory of the database, campaign keys and tokens (env DENIABLE_DATA_DIR; "
         f"default: ./{DEFAULT_DATA_DIR})",
     )
+    if database:
+        parser.add_argument(
+            "--database",
+            default=None,
+            metavar="URL",
+            help="a postgresql://user@host/db URL: the database several instances share, with the campaign keys "
+            "sealed in it under DENIABLE_KEY_ENCRYPTION_KEY (env DENIABLE_DATABASE_URL; default: the SQLite "
+            "file in the data dir)",
+        )
+        parser.add_argument(
+            "--key-encryption-key-file",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="file holding the key-encryption key of --database (base64url or hex; env "
+            "DENIABLE_KEY_ENCRYPTION_KEY holds the key itself, DENIABLE_KEY_ENCRYPTION_KEY_FILE the file)",
+        )
+
+
+def _database(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL URL of the command (flag, else ``DENIABLE_DATABASE_URL``), or None for SQLite; a URL
+    that is not PostgreSQL's stops the command with one line."""
+    from deniable.aggregator.database import is_postgres_url
+
+    url = getattr(args, "database", None) or _env("DATABASE_URL") or None
+    if url is not None and not is_postgres_url(url):
+        raise SystemExit(
+            f"--database must be a postgresql:// URL (without it the SQLite file in the data dir is used), got "
+            f"{url[:40]!r}"
+        )
+    return url
+
+
+def _kek(args: argparse.Namespace, database: str | None) -> bytes | None:
+    """The key-encryption key for ``database`` (None for SQLite): from ``DENIABLE_KEY_ENCRYPTION_KEY``, else
+    the file of ``--key-encryption-key-file`` / ``DENIABLE_KEY_ENCRYPTION_KEY_FILE``; stops the command
+    with what to do when it is missing or malformed."""
+    from deniable.aggregator.sealed_keys import KEK_HINT, parse_kek
+
+    if database is None:
+        return None
+    text, source = _env("KEY_ENCRYPTION_KEY"), "DENIABLE_KEY_ENCRYPTION_KEY"
+    path = getattr(args, "key_encryption_key_file", None) or _env("KEY_ENCRYPTION_KEY_FILE")
+    if not text and path:
+        source = f"the key-encryption key file {path}"
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise SystemExit(f"cannot read {source}: {exc.strerror or exc}") from None
+    if not text:
+        raise SystemExit(
+            "--database postgresql://... keeps the campaign keys sealed in the database: give every instance the "
+            "same key-encryption key in DENIABLE_KEY_ENCRYPTION_KEY (or a file: --key-encryption-key-file); "
+            + KEK_HINT
+        )
+    try:
+        return parse_kek(text, source=source)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _resolve_ints(args: argparse.Namespace) -> None:
@@ -169,7 +228,7 @@ def register(subparsers: Any) -> None:
             description="Print the paths of the admin, analyst and issuer token files of a data dir and their "
             "mode, never the tokens themselves.",
         )
-        _data_dir_arg(tokens)
+        _data_dir_arg(tokens, database=False)
         tokens.set_defaults(func=tokens_command)
 
     campaigns = local.add_parser(
@@ -288,9 +347,20 @@ def serve_command(args: argparse.Namespace) -> int:
     from deniable.aggregator.secret_files import ensure_tokens, token_paths
     from deniable.aggregator.server import AggregatorServer, gunicorn_options
     from deniable.aggregator.store import Store
+    from deniable.shared.errors import StoreUnavailable
 
     _resolve_ints(args)
     _check_serve_args(args)
+    database = _database(args)
+    kek = _kek(args, database)
+    if database is not None:
+        missing = [role for role in ("admin", "analyst", "issuer") if not getattr(args, f"{role}_token")]
+        if missing:
+            names = ", ".join(f"DENIABLE_{role.upper()}_TOKEN" for role in missing)
+            raise SystemExit(
+                f"deniable serve --database: every instance of one aggregator must know the same tokens; set {names} "
+                "(tokens generated into each instance's own data dir would differ)"
+            )
     _check_port(args.host, args.port)
     os.umask(0o077)  # the database, its WAL and every key or token file: owner only
     data_dir = args.data_dir.resolve()
@@ -306,7 +376,11 @@ def serve_command(args: argparse.Namespace) -> int:
         else:
             state = "generated" if path in tokens.generated else "stored"
             print(f"{role} token: {state} in {path} (mode 0600)", flush=True)
-    store = Store(data_dir / DATABASE_NAME)  # migrate once, before workers fork
+    try:
+        store = Store(database or data_dir / DATABASE_NAME)  # migrate once, before workers fork
+    except StoreUnavailable as exc:
+        raise SystemExit(f"deniable serve: {exc}") from None
+    print(f"database: {store.db.describe()}" + (" (campaign keys sealed in it)" if store.postgres else ""), flush=True)
     store.close()
     config = {
         "DATA_DIR": str(data_dir),
@@ -316,6 +390,8 @@ def serve_command(args: argparse.Namespace) -> int:
         "MAX_CONTENT_LENGTH": args.max_body_bytes,
         "MIN_FREE_DISK_BYTES": args.min_free_disk,
         "MAX_GROUP_VALUES": args.max_group_values,
+        "DATABASE": database,
+        "KEY_ENCRYPTION_KEY": kek,
     }
     settings = _front_settings(args)
     options = gunicorn_options(
@@ -328,13 +404,22 @@ def serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_store(data_dir: Path) -> Any:
+def _open_store(data_dir: Path, database: str | None = None) -> Any:
+    """The store of ``database`` (a PostgreSQL URL), else of the data dir's SQLite file; None (after one line
+    on stderr) when there is none or it cannot be reached."""
     from deniable.aggregator.app import DATABASE_NAME
     from deniable.aggregator.store import Store
+    from deniable.shared.errors import StoreUnavailable
 
+    if database is not None:
+        try:
+            return Store(database)
+        except StoreUnavailable as exc:
+            print(f"cannot open the database: {exc}", file=sys.stderr)
+            return None
     path = data_dir / DATABASE_NAME
     if not path.exists():
-        print(f"no aggregator database at {path}; pass the data dir with --data-dir", file=sys.stderr)
+        print(f"no aggregator database at {path}; pass the data dir with --data-dir (or --database)", file=sys.stderr)
         return None
     return Store(path)
 
@@ -344,7 +429,9 @@ def verify_command(args: argparse.Namespace) -> int:
     is usable, 1 otherwise, 2 if no DB."""
     from deniable.aggregator.verify import verify_keys, verify_store
 
-    store = _open_store(args.data_dir)
+    database = _database(args)
+    kek = _kek(args, database)
+    store = _open_store(args.data_dir, database)
     if store is None:
         return 2
     checks = verify_store(store)
@@ -354,9 +441,11 @@ def verify_command(args: argparse.Namespace) -> int:
         else:
             print(f"MISMATCH  {check.campaign_id}: " + "; ".join(check.mismatches))
     bad = sum(not check.ok for check in checks)
-    key_problems = verify_keys(store, args.data_dir.resolve())
+    key_problems = verify_keys(store, args.data_dir.resolve(), kek=kek)
     for problem in key_problems:
-        print(f"KEY       {problem}; restore the file from a backup (deniable restore)")
+        fix = "check DENIABLE_KEY_ENCRYPTION_KEY" if store.postgres else "restore the file from a backup"
+        fix += "" if store.postgres else " (deniable restore)"
+        print(f"KEY       {problem}; {fix}")
     print(f"{plural(len(checks), 'campaign')} checked, {bad} with {'a mismatch' if bad == 1 else 'mismatches'}, "
           f"{len(key_problems)} with an unusable key")  # fmt: skip
     return 1 if bad or key_problems else 0
@@ -375,7 +464,7 @@ def tokens_command(args: argparse.Namespace) -> int:
 
 def campaigns_command(args: argparse.Namespace) -> int:
     """Print id, trust model, status and report count of every stored campaign."""
-    store = _open_store(args.data_dir)
+    store = _open_store(args.data_dir, _database(args))
     if store is None:
         return 2
     records = store.list_campaigns()

@@ -10,6 +10,9 @@ exits or is not healthy within the timeout). :meth:`stop` sends SIGTERM to gunic
 shutdown: in-flight requests finish) and SIGKILLs the whole group if it hangs; :meth:`kill` SIGKILLs the
 group at once, like a power cut; :meth:`restart` starts again on the same data dir, port and tokens.
 
+``database`` (a ``postgresql://`` URL) makes the server an instance over that database, with ``kek`` its
+key-encryption key (random unless given): instances of one aggregator share the URL, the key and the tokens.
+
 ``simulation=True`` (the default) lifts the per-address rate limits (:data:`SIMULATION_ENV`): every
 simulated device shares the loopback address. A benchmark or test of the limits themselves passes
 ``simulation=False`` or its own values in ``extra_env`` (which wins over everything else).
@@ -73,7 +76,11 @@ class ServerProcess:
         extra_env: dict[str, str] | None = None,
         extra_args: tuple[str, ...] = (),
         simulation: bool = True,
+        database: str | None = None,
+        kek: str | None = None,
     ) -> None:
+        self.database = database
+        self.kek = kek or secrets.token_urlsafe(32)
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.workers = workers
@@ -99,6 +106,7 @@ class ServerProcess:
             "--port", str(self.port),
             "--workers", str(self.workers),
             *(() if self.threads is None else ("--threads", str(self.threads))),
+            *(("--database", self.database) if self.database else ()),
             *self.extra_args,
         ]  # fmt: skip
 
@@ -110,6 +118,7 @@ class ServerProcess:
             "DENIABLE_ADMIN_TOKEN": self.admin_token,
             "DENIABLE_ANALYST_TOKEN": self.analyst_token,
             "DENIABLE_ISSUER_TOKEN": self.issuer_token,
+            "DENIABLE_KEY_ENCRYPTION_KEY": self.kek,
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
         }

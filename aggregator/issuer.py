@@ -24,17 +24,25 @@ import hmac
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from deniable.aggregator.sealed_keys import seal, unseal
 from deniable.aggregator.secret_files import issuer_key_path, read_secret, write_secret
 from deniable.shared import blindrsa
 from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.tokens import TOKEN_REQUEST_BYTES, TOKEN_TYPE, Admission
 
-__all__ = ["Issuer", "IssuerKeys"]
+if TYPE_CHECKING:
+    from deniable.aggregator.store import Store
+
+__all__ = ["ISSUER_KIND", "Issuer", "IssuerKeys"]
+
+#: ``campaign_keys.kind`` of a campaign's issuer key (sealed in the database over PostgreSQL).
+ISSUER_KIND = "issuer"
 
 _ACCOUNT_LABEL = b"deniable/issuer-account/v1"
 
@@ -82,10 +90,12 @@ class Issuer:
 
 
 class IssuerKeys:
-    """The issuer private keys of the campaigns in one data dir, cached per process."""
+    """The issuer private keys of the campaigns in one data dir (or sealed in ``sealed_in``'s database under
+    ``kek``, :mod:`deniable.aggregator.sealed_keys`), cached per process."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, sealed_in: Store | None = None, kek: bytes | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.store, self.kek = sealed_in, kek
         self._cache: dict[str, Issuer] = {}
         self._lock = threading.Lock()
 
@@ -94,12 +104,16 @@ class IssuerKeys:
         """A fresh 2048-bit blind-signing key (not yet stored)."""
         return blindrsa.generate_key()
 
-    def save(self, campaign_id: str, key: rsa.RSAPrivateKey) -> None:
-        """Store the key as PKCS#8 PEM (mode 0600, atomic, fsynced)."""
+    def save(self, campaign_id: str, key: rsa.RSAPrivateKey, *, conn: Any = None) -> None:
+        """Store the key as PKCS#8 PEM (mode 0600, atomic, fsynced), or sealed in the caller's transaction."""
         pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-        write_secret(issuer_key_path(self.data_dir, campaign_id), pem)
+        if self.store is not None:
+            assert self.kek is not None and conn is not None
+            self.store.save_sealed_key(conn, campaign_id, ISSUER_KIND, seal(self.kek, campaign_id, ISSUER_KIND, pem))
+        else:
+            write_secret(issuer_key_path(self.data_dir, campaign_id), pem)
         with self._lock:
             self._cache.pop(campaign_id, None)
 
@@ -107,10 +121,22 @@ class IssuerKeys:
         """The campaign's :class:`Issuer` (raises ``FileNotFoundError`` if it has no issuer key)."""
         issuer = self._cache.get(campaign_id)
         if issuer is None:
-            key = serialization.load_pem_private_key(read_secret(issuer_key_path(self.data_dir, campaign_id)), None)
+            key = serialization.load_pem_private_key(self._pem(campaign_id), None)
             if not isinstance(key, rsa.RSAPrivateKey):
                 raise ValueError(f"the issuer key of campaign {campaign_id!r} is not an RSA key")
             issuer = Issuer(key, admission)
             with self._lock:
                 self._cache[campaign_id] = issuer
         return issuer
+
+    def _pem(self, campaign_id: str) -> bytes:
+        if self.store is None:
+            return read_secret(issuer_key_path(self.data_dir, campaign_id))
+        assert self.kek is not None
+        row = self.store.sealed_key(campaign_id, ISSUER_KIND)
+        if row is None:
+            raise FileNotFoundError(f"campaign {campaign_id!r} has no issuer key in the database")
+        pem, reason = unseal(self.kek, campaign_id, ISSUER_KIND, row)
+        if reason is not None:
+            raise ValueError(f"the issuer key of campaign {campaign_id!r} {reason}")
+        return pem

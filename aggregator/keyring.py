@@ -19,6 +19,11 @@ campaign's reports with 503 ``campaign_key_unavailable`` (retryable: devices kee
 ERROR naming the campaign and the file, instead of rejecting every report as undecryptable. The check runs
 for every campaign when a worker starts and whenever a key file is (re)loaded; a file that changes on disk
 is loaded, and checked, again.
+
+Over PostgreSQL (several instances, no shared disk) the same bytes are kept in the database instead,
+sealed under the key-encryption key of the configuration (:mod:`deniable.aggregator.sealed_keys`): a
+:class:`Keyring` given ``sealed_in=store`` and ``kek`` reads and writes those rows, runs the same checks
+after unsealing, and caches a checked key for the life of the process (a campaign's key never changes).
 """
 
 from __future__ import annotations
@@ -29,10 +34,15 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from deniable.aggregator.sealed_keys import seal, unseal
 from deniable.aggregator.secret_files import key_path, read_secret, write_secret
 from deniable.shared.errors import CampaignKeyUnavailable, DeniableError
 from deniable.shared.keys import decode_key, encode_key, generate_keypair, public_key_of
+
+if TYPE_CHECKING:
+    from deniable.aggregator.store import Store
 
 __all__ = ["KEY_FILE_FORMAT", "KeyProblem", "Keyring", "check_key_file", "encode_key_file", "load_private_key"]
 
@@ -44,14 +54,15 @@ _LEGACY_KEY_BYTES = 32
 
 @dataclass(frozen=True)
 class KeyProblem:
-    """Why a campaign's key file is unusable, for the log and ``deniable verify``."""
+    """Why a campaign's key file (or sealed key, ``path`` None) is unusable, for the log and ``deniable verify``."""
 
     campaign_id: str
-    path: Path
+    path: Path | None
     reason: str
 
     def __str__(self) -> str:
-        return f"campaign {self.campaign_id!r}: key file {self.path}: {self.reason}"
+        where = "sealed key in the database" if self.path is None else f"key file {self.path}"
+        return f"campaign {self.campaign_id!r}: {where}: {self.reason}"
 
 
 def encode_key_file(campaign_id: str, private_key: bytes) -> bytes:
@@ -110,6 +121,17 @@ def check_key_file(campaign_id: str, path: Path, descriptor_key: bytes) -> tuple
         return b"", KeyProblem(campaign_id, path, "is missing")
     except OSError as exc:
         return b"", KeyProblem(campaign_id, path, f"cannot be read ({exc.strerror or type(exc).__name__})")
+    return _check_decoded(campaign_id, path, data, descriptor_key)
+
+
+#: ``campaign_keys.kind`` of a campaign's HPKE key.
+HPKE_KIND = "hpke"
+
+
+def _check_decoded(
+    campaign_id: str, path: Path | None, data: bytes, descriptor_key: bytes
+) -> tuple[bytes, KeyProblem | None]:
+    """The checks every key passes, whether read from a file or unsealed from the database."""
     private, reason = _decode_key_file(campaign_id, data)
     if reason is None:
         try:
@@ -122,12 +144,37 @@ def check_key_file(campaign_id: str, path: Path, descriptor_key: bytes) -> tuple
 
 
 class Keyring:
-    """The private keys of the campaigns in one data dir, checked and cached in memory per process."""
+    """The private keys of the campaigns in one data dir (or, with ``sealed_in``, sealed in that store's
+    database under ``kek``), checked and cached in memory per process."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, sealed_in: Store | None = None, kek: bytes | None = None) -> None:
+        if sealed_in is not None and kek is None:
+            raise ValueError("keys sealed in the database need the key-encryption key")
         self.data_dir = Path(data_dir)
+        self.store = sealed_in
+        self.kek = kek
         self._cache: dict[str, tuple[tuple[int, int, int], bytes, bytes]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the keys live in the database (sealed) rather than in key files."""
+        return self.store is not None
+
+    def _check_sealed(self, campaign_id: str, descriptor_key: bytes) -> tuple[bytes, KeyProblem | None]:
+        assert self.store is not None and self.kek is not None
+        row = self.store.sealed_key(campaign_id, HPKE_KIND)
+        if row is None:
+            return b"", KeyProblem(campaign_id, None, "is missing")
+        data, reason = unseal(self.kek, campaign_id, HPKE_KIND, row)
+        if reason is not None:
+            return b"", KeyProblem(campaign_id, None, reason)
+        return _check_decoded(campaign_id, None, data, descriptor_key)
+
+    def _check(self, campaign_id: str, descriptor_key: bytes) -> tuple[bytes, KeyProblem | None]:
+        if self.sealed:
+            return self._check_sealed(campaign_id, descriptor_key)
+        return check_key_file(campaign_id, self.path(campaign_id), descriptor_key)
 
     @staticmethod
     def new_keypair() -> tuple[bytes, bytes]:
@@ -138,13 +185,19 @@ class Keyring:
         """Where the key file of ``campaign_id`` lives."""
         return key_path(self.data_dir, campaign_id)
 
-    def save(self, campaign_id: str, private_key: bytes) -> None:
+    def save(self, campaign_id: str, private_key: bytes, *, conn: Any = None) -> None:
         """Store the private key of ``campaign_id`` (mode 0600, atomic; file and directory fsynced).
 
         Overwrites a leftover key file of a campaign that was never committed: the caller holds the
-        database write lock and has checked that no campaign has this id.
+        database write lock and has checked that no campaign has this id. Sealed in the database, the row
+        is written in the caller's transaction ``conn`` (the one that inserts the campaign).
         """
-        write_secret(self.path(campaign_id), encode_key_file(campaign_id, private_key))
+        data = encode_key_file(campaign_id, private_key)
+        if self.store is not None:
+            assert self.kek is not None and conn is not None
+            self.store.save_sealed_key(conn, campaign_id, HPKE_KIND, seal(self.kek, campaign_id, HPKE_KIND, data))
+        else:
+            write_secret(self.path(campaign_id), data)
         with self._lock:
             self._cache.pop(campaign_id, None)
 
@@ -156,14 +209,14 @@ class Keyring:
         """
         path = self.path(campaign_id)
         try:
-            st = os.stat(path)
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            st = os.stat(path) if not self.sealed else None
+            stamp = (0, 0, 0) if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
         except OSError:
             stamp = (0, 0, -1)
         cached = self._cache.get(campaign_id)
         if cached is not None and cached[0] == stamp and cached[2] == public_key:
             return cached[1]
-        private, problem = check_key_file(campaign_id, path, public_key)
+        private, problem = self._check(campaign_id, public_key)
         if problem is not None:
             log.error("campaign key unavailable: %s; the campaign answers 503 until it is restored", problem)
             raise CampaignKeyUnavailable(
@@ -176,14 +229,14 @@ class Keyring:
 
     def problem(self, campaign_id: str, public_key: bytes) -> KeyProblem | None:
         """What is wrong with the key file of ``campaign_id``, or None if it is usable (never logs)."""
-        return check_key_file(campaign_id, self.path(campaign_id), public_key)[1]
+        return self._check(campaign_id, public_key)[1]
 
     def check(self, campaigns: dict[str, bytes]) -> list[KeyProblem]:
         """Check every campaign's key file against its descriptor key (``{id: public key}``); log each
         problem as an ERROR and return them all (empty when every key is usable)."""
         problems = []
         for campaign_id, public_key in campaigns.items():
-            _, problem = check_key_file(campaign_id, self.path(campaign_id), public_key)
+            _, problem = self._check(campaign_id, public_key)
             if problem is not None:
                 log.error("campaign key unavailable: %s; the campaign answers 503 until it is restored", problem)
                 problems.append(problem)

@@ -17,6 +17,7 @@ from flask import current_app
 
 from deniable.aggregator import accountant, estimates, ingest
 from deniable.aggregator.central import remaining
+from deniable.aggregator.database import Connection, driver_errors
 from deniable.aggregator.issuer import IssuerKeys
 from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.release_policy import next_refresh_at, parse_policy
@@ -39,6 +40,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("deniable.aggregator")
+
+#: What a failing database raises: the store's :class:`StoreUnavailable` (a ``DeniableError``) and the
+#: drivers' own errors of a damaged or unreadable file.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, *driver_errors())
+_CHECK_ERRORS: tuple[type[Exception], ...] = (*DATABASE_ERRORS, DeniableError, ValueError)
 
 #: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
 CREATE_FIELDS = frozenset(
@@ -113,15 +119,24 @@ class Service:
         self,
         data_dir: Path,
         *,
-        database: Path,
+        database: Path | str,
         max_batch: int = MAX_BATCH,
         max_group_values: int = MAX_GROUP_VALUES_DEFAULT,
         max_body: int = 8 * 1024 * 1024,
+        kek: bytes | None = None,
     ) -> None:
+        """``database`` is the SQLite file or a PostgreSQL URL; over PostgreSQL the campaign keys are sealed in
+        the database under ``kek`` (required there), so that every instance has them."""
         self.data_dir = Path(data_dir)
         self.store = Store(database)
-        self.keyring = Keyring(data_dir)
-        self.issuer_keys = IssuerKeys(data_dir)
+        if self.store.postgres and kek is None:
+            raise ValueError(
+                "a PostgreSQL database keeps the campaign keys sealed under a key-encryption key: set "
+                "DENIABLE_KEY_ENCRYPTION_KEY (the same on every instance)"
+            )
+        sealed_in = self.store if self.store.postgres else None
+        self.keyring = Keyring(data_dir, sealed_in=sealed_in, kek=kek)
+        self.issuer_keys = IssuerKeys(data_dir, sealed_in=sealed_in, kek=kek)
         self.max_batch = max_batch
         self.max_group_values = max_group_values
         self.max_body = max_body
@@ -135,7 +150,7 @@ class Service:
         """
         try:
             campaigns = {record.id: config_of(record).public_key_bytes for record in self.store.list_campaigns()}
-        except (sqlite3.Error, DeniableError, ValueError) as exc:
+        except _CHECK_ERRORS as exc:
             log.error("cannot check the campaign keys at start: the database cannot list campaigns: %s", exc)
             return []
         return self.keyring.check(campaigns)
@@ -192,15 +207,13 @@ class Service:
             if config.trust_model != "central":
                 raise InvalidConfig("'release_policy' applies to central campaigns only; leave it out")
             policy = parse_policy(body["release_policy"])
-        with self.store.transaction() as conn:
+
+        def create(conn: Connection) -> None:  # on PostgreSQL run again if a concurrent create conflicts
             if self.store.campaign_exists(conn, config.id):
                 raise CampaignExists(
                     f"a campaign with the id {config.id!r} already exists; choose another id "
                     "(ids are never reused, so devices can pin a config safely)"
                 )
-            self.keyring.save(config.id, private)
-            if issuer_key is not None:
-                self.issuer_keys.save(config.id, issuer_key)
             self.store.insert_campaign(
                 conn,
                 config.id,
@@ -211,6 +224,9 @@ class Service:
                 budget=config.budget,
                 adjacency=config.adjacency,
             )
+            self.keyring.save(config.id, private, conn=conn)  # durable (file or row) before the commit
+            if issuer_key is not None:
+                self.issuer_keys.save(config.id, issuer_key, conn=conn)
             if policy is not None:
                 self.store.set_release_policy(
                     conn,
@@ -219,6 +235,8 @@ class Service:
                     min_refresh_interval_s=policy.min_refresh_interval_seconds,
                     updated_by="admin",
                 )
+
+        self.store.retrying(create)
         return config.to_json()
 
     def _check_batch_fits(self, config: CampaignConfig) -> None:
@@ -471,7 +489,7 @@ class Service:
             self.store.write_probe()
             campaigns = [config_of(record) for record in self.store.list_campaigns()]
             checks["database"] = {"ok": True}
-        except (sqlite3.Error, DeniableError, ValueError) as exc:
+        except _CHECK_ERRORS as exc:
             checks["database"] = {"ok": False, "reason": f"the database does not take a write: {exc}"}
         unusable = [
             config.id

@@ -80,10 +80,10 @@ def verify_store(store: Store) -> list[CampaignCheck]:
     return checks
 
 
-def verify_keys(store: Store, data_dir: Path) -> list[KeyProblem]:
-    """Every campaign whose key file is missing, damaged or not the key of its descriptor (the same check
-    the server runs at start and on load)."""
-    keyring = Keyring(data_dir)
+def verify_keys(store: Store, data_dir: Path, *, kek: bytes | None = None) -> list[KeyProblem]:
+    """Every campaign whose key file (over PostgreSQL: sealed key, opened with ``kek``) is missing, damaged or
+    not the key of its descriptor (the same check the server runs at start and on load)."""
+    keyring = Keyring(data_dir, sealed_in=store if store.postgres else None, kek=kek)
     problems = []
     for record in store.list_campaigns():
         config = config_of(record)

@@ -58,10 +58,10 @@ def register(subparsers: Any) -> None:
 def export_command(args: argparse.Namespace) -> int:
     """Export one campaign; print what was written."""
     from deniable.aggregator.batch.export import export_campaign
-    from deniable.aggregator.commands import _open_store
+    from deniable.aggregator.commands import _database, _open_store
     from deniable.shared.errors import DeniableError
 
-    store = _open_store(args.data_dir)
+    store = _open_store(args.data_dir, _database(args))
     if store is None:
         return 2
     try:

@@ -16,6 +16,7 @@ and workers together, like a power cut. Its stdout and stderr go to ``log_path``
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,41 @@ class RunningServer(ServerProcess):
     def kill(self) -> None:
         self.session.close()
         super().kill()
+
+    def cli_args(self) -> list[str]:
+        """``--data-dir`` (and ``--database``) for an operator command over this server's data
+        (``deniable verify``); run it with :meth:`cli_env`."""
+        return ["--data-dir", str(self.data_dir), *(("--database", self.database) if self.database else ())]
+
+    def cli_env(self) -> dict[str, str]:
+        """The environment of an operator command over this server's data (the key-encryption key)."""
+        return {**os.environ, "DENIABLE_KEY_ENCRYPTION_KEY": self.kek}
+
+    def open_store(self) -> Any:
+        """The server's store (SQLite file or PostgreSQL), opened in this process."""
+        from deniable.aggregator.app import DATABASE_NAME
+        from deniable.aggregator.store import Store
+
+        return Store(self.database or self.data_dir / DATABASE_NAME)
+
+    def private_key(self, campaign_id: str) -> bytes:
+        """A campaign's private key, from its key file or (PostgreSQL) unsealed from the database and checked."""
+        from deniable.aggregator.keyring import HPKE_KIND, _decode_key_file, load_private_key
+        from deniable.aggregator.sealed_keys import parse_kek, unseal
+
+        if self.database is None:
+            return load_private_key(self.data_dir, campaign_id)
+        store = self.open_store()
+        try:
+            sealed = store.sealed_key(campaign_id, HPKE_KIND)
+        finally:
+            store.close()
+        assert sealed is not None, f"no sealed key for {campaign_id!r}"
+        data, reason = unseal(parse_kek(self.kek, source="kek"), campaign_id, HPKE_KIND, sealed)
+        assert reason is None, reason
+        private, problem = _decode_key_file(campaign_id, data)
+        assert problem is None, problem
+        return private
 
     def restart(self, timeout: float = STARTUP_TIMEOUT) -> RunningServer:
         if self.process is not None:
@@ -97,11 +133,16 @@ def start_server(
     log_path: Path | None = None,
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
+    database: str | None = None,
+    kek: str | None = None,
+    issuer_token: str | None = None,
 ) -> RunningServer:
     """Start ``deniable serve`` on ``data_dir`` and a free loopback port; wait until it is healthy.
 
     Tokens default to fresh random ones, passed through ``DENIABLE_ADMIN_TOKEN`` /
     ``DENIABLE_ANALYST_TOKEN``. The log goes to ``<data_dir>.log`` unless ``log_path`` is given.
+    ``database`` (a PostgreSQL URL) and ``kek`` (its key-encryption key) make it an instance over that
+    database; instances of one aggregator share both, and the tokens.
     """
     server = RunningServer(
         Path(data_dir),
@@ -113,6 +154,9 @@ def start_server(
         log_path=log_path,
         extra_env=extra_env,
         extra_args=extra_args,
+        database=database,
+        kek=kek,
+        issuer_token=issuer_token,
     )
     server.start()
     return server

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,22 +124,19 @@ def test_batch_level_problems_are_400(aggregator: RunningServer, campaign: dict,
     assert error["code"] == "bad_request" and fragment in error["message"]
 
 
-def test_verify_recounts_and_detects_tampering(fresh_aggregator: RunningServer) -> None:
-    server = fresh_aggregator
+def test_verify_recounts_and_detects_tampering(backend_server_factory: Any) -> None:
+    server = backend_server_factory(workers=1)
     config = server.create_campaign(id="verify-me", question="q", categories=CATEGORIES, epsilon=1.0,
                                     mechanism="oue", group_fields=["g"])  # fmt: skip
     assert upload(server, "verify-me", envelopes(config, 200, seed=4))["accepted"] == 200
     server.stop()
-    cmd = [sys.executable, "-m", "deniable.aggregator.cli", "verify", "--data-dir", str(server.data_dir)]
-    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    cmd = [sys.executable, "-m", "deniable.aggregator.cli", "verify", *server.cli_args()]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=server.cli_env())
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "ok        verify-me: 200 reports" in ok.stdout
-    import sqlite3
-
-    conn = sqlite3.connect(server.data_dir / "deniable.sqlite3")
-    with conn:
-        conn.execute("UPDATE tallies SET n = n + 1 WHERE group_field = ''")
-    conn.close()
-    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    store = server.open_store()
+    store.connection().execute("UPDATE tally_shards SET n = n + 1 WHERE group_field = ''")
+    store.close()
+    bad = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=server.cli_env())
     assert bad.returncode == 1
     assert "MISMATCH  verify-me" in bad.stdout and "tally overall" in bad.stdout

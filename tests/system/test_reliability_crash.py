@@ -22,6 +22,9 @@ Scenario (seeded, bounded, about 20 s on 2 cores):
    * ``deniable verify`` recounts every tally from the stored reports and finds them equal;
    * an independent recount from the client side (decrypting every generated envelope with the campaign
      key and tallying with the mechanism) gives exactly the server's estimate.
+
+It runs over SQLite and over PostgreSQL (``backend_server_factory``; the kill takes down the instance, the
+database server keeps running, and the killed instance's open transactions are rolled back by it).
 """
 
 from __future__ import annotations
@@ -41,9 +44,6 @@ import pytest
 from support.reports import simulate_envelopes
 from support.server import RunningServer
 
-from deniable.aggregator.app import DATABASE_NAME
-from deniable.aggregator.keyring import load_private_key
-from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, TransportError
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
@@ -114,8 +114,8 @@ def _wait_for_progress(acked: Any, since: int, timeout: float = 15.0) -> None:
         time.sleep(0.02)
 
 
-def test_acknowledged_reports_survive_repeated_sigkill(server_factory: Any, tmp_path: Path) -> None:
-    server: RunningServer = server_factory(name="crash", workers=2, threads=4)
+def test_acknowledged_reports_survive_repeated_sigkill(backend_server_factory: Any, tmp_path: Path) -> None:
+    server: RunningServer = backend_server_factory(name="crash", workers=2, threads=4)
     config = CampaignConfig.from_json(
         server.create_campaign(
             id=CAMPAIGN, question="Which one?", categories=["a", "b", "c", "d"], epsilon=1.5, mechanism="grr",
@@ -172,7 +172,7 @@ def test_acknowledged_reports_survive_repeated_sigkill(server_factory: Any, tmp_
 
     estimate = server.estimate(CAMPAIGN)
     by_shard = server.estimate(CAMPAIGN, group_by="shard")
-    store = Store(server.data_dir / DATABASE_NAME)
+    store = server.open_store()
     stored = [report_id for report_id, _, _ in store.iter_reports(CAMPAIGN)]
     store.close()
     assert len(stored) == len(set(stored)), "a report id is stored twice"
@@ -182,13 +182,13 @@ def test_acknowledged_reports_survive_repeated_sigkill(server_factory: Any, tmp_
     assert shard_n == {f"s{i}": len(run["envelopes"]) for i, run in enumerate(runs)}
 
     verify = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "verify", "--data-dir", str(server.data_dir)],
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "deniable.aggregator.cli", "verify", *server.cli_args()],
+        capture_output=True, text=True, timeout=120, env=server.cli_env(),
     )  # fmt: skip
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert f"ok        {CAMPAIGN}: {len(generated)} reports" in verify.stdout
 
-    private_key = load_private_key(server.data_dir, CAMPAIGN)
+    private_key = server.private_key(CAMPAIGN)
     mechanism = config.build_mechanism()
     reports = [
         config.decode_payload(open_envelope(Envelope.from_json(e), campaign_id=CAMPAIGN, private_key=private_key))[0]

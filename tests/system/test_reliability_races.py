@@ -9,6 +9,8 @@
   acknowledged report is lost to the close and nothing slips in after it.
 * Two admins creating the same campaign id at once: one 201, the others 409, and the winner's key is the
   one on disk (reports sealed to the returned public key decrypt).
+
+Each runs over SQLite and over PostgreSQL (``backend_aggregator``).
 """
 
 from __future__ import annotations
@@ -48,10 +50,11 @@ def _post(server: RunningServer, campaign_id: str, envelopes: list[dict[str, Any
 
 
 @pytest.fixture(scope="module")
-def server(aggregator: RunningServer) -> RunningServer:
-    """The module's real server: 2 gunicorn workers (processes) with 4 threads each."""
-    assert aggregator.workers == 2 and aggregator.threads >= 4
-    return aggregator
+def server(backend_aggregator: RunningServer) -> RunningServer:
+    """The module's real server: 2 gunicorn workers (processes) with 4 threads each, over SQLite and over
+    PostgreSQL (where the workers' connections race like instances do)."""
+    assert backend_aggregator.workers == 2 and backend_aggregator.threads >= 4
+    return backend_aggregator
 
 
 def _campaign(server: RunningServer, campaign_id: str) -> CampaignConfig:

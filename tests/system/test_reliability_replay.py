@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.aggregator.keyring import load_private_key
 from deniable.shared.canonical_json import canonical_json
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope, seal
@@ -72,6 +71,12 @@ def _seal(config: CampaignConfig, payload: dict[str, Any], device: int) -> Envel
     return seal(payload, campaign_id=config.id, public_key=config.public_key_bytes, device_secret=_device(device),
                 padded_length=max(config.padded_length, len(canonical_json(payload))))  # fmt: skip
 
+
+
+@pytest.fixture(scope="module")
+def aggregator(backend_aggregator: RunningServer) -> RunningServer:
+    """The module's server, once over SQLite and once over PostgreSQL."""
+    return backend_aggregator
 
 @pytest.fixture(scope="module")
 def grouped(aggregator: RunningServer) -> tuple[CampaignConfig, list[dict[str, Any]]]:
@@ -123,7 +128,7 @@ def test_a_report_for_campaign_a_is_rejected_by_campaign_b(aggregator: RunningSe
     assert all("proof of possession fails" in r["reason"] for r in body["results"])  # the pseudonym binds the id
     assert aggregator.estimate(b.id)["n"] == 0
     # Under the SAME private key the campaign binding alone still refuses it (HPKE info holds the id).
-    private_key = load_private_key(aggregator.data_dir, a.id)
+    private_key = aggregator.private_key(a.id)
     envelope = Envelope.from_json(envelopes[0])
     assert open_envelope(envelope, campaign_id=a.id, private_key=private_key)["report"] in (0, 1)
     with pytest.raises(InvalidReport):
