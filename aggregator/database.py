@@ -168,6 +168,9 @@ def driver_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
+#: Transaction control statements, sent as they are.
+_CONTROL = frozenset({"COMMIT", "ROLLBACK"})
+
 #: SQLSTATEs after which the transaction was certainly rolled back and may run again at once.
 _RETRY_STATES = frozenset({"40001", "40P01", "55P03"})  # serialization failure, deadlock, lock timeout
 
@@ -221,6 +224,8 @@ class PostgresConnection:
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         try:
+            if sql in _CONTROL or sql.startswith("BEGIN"):  # never prepared: their text stays on the wire
+                return self.raw.execute(sql, prepare=False)
             return self.raw.execute(pg_sql(sql), tuple(parameters) if parameters else None)
         except driver_errors() as exc:
             self._failed(exc)

@@ -214,6 +214,8 @@ class Service:
                     f"a campaign with the id {config.id!r} already exists; choose another id "
                     "(ids are never reused, so devices can pin a config safely)"
                 )
+            if not self.keyring.sealed:  # key files: durable before the campaign row exists at all
+                self._save_keys(conn, config.id, private, issuer_key)
             self.store.insert_campaign(
                 conn,
                 config.id,
@@ -224,9 +226,8 @@ class Service:
                 budget=config.budget,
                 adjacency=config.adjacency,
             )
-            self.keyring.save(config.id, private, conn=conn)  # durable (file or row) before the commit
-            if issuer_key is not None:
-                self.issuer_keys.save(config.id, issuer_key, conn=conn)
+            if self.keyring.sealed:  # sealed rows refer to the campaign row, in the same transaction
+                self._save_keys(conn, config.id, private, issuer_key)
             if policy is not None:
                 self.store.set_release_policy(
                     conn,
@@ -251,6 +252,11 @@ class Service:
                 f"'shuffler.min_batch' {config.shuffler.min_batch} does not fit one request to this aggregator "
                 f"({needed:,} bytes, its limit is {self.max_body:,}); declare at most {fits} or raise --max-body-bytes"
             )
+
+    def _save_keys(self, conn: Connection, campaign_id: str, private: bytes, issuer_key: Any) -> None:
+        self.keyring.save(campaign_id, private, conn=conn)
+        if issuer_key is not None:
+            self.issuer_keys.save(campaign_id, issuer_key, conn=conn)
 
     def issue_tokens(self, campaign_id: str, body: Any) -> dict[str, Any]:
         """Blind-sign an account's token requests for a campaign with admission tokens (issuer route).

@@ -13,11 +13,20 @@ Usage::
 ``script(*answers, times=1)`` makes the next ``times`` POSTs get the answers in turn (``times=None``: every
 POST, until the next ``script``). An answer may also be a callable ``(Request) -> Answer | None`` (None:
 forward). Every request is recorded in ``requests`` (method, path, parsed JSON body or None).
+
+:class:`FaultyTcpProxy` is the same idea one layer down, between an aggregator and its database: a TCP
+proxy on loopback that forwards bytes both ways, and, when armed with ``drop_on(b"COMMIT", before=...)``,
+cuts the next connection whose client sends that pattern (with a TCP reset, both sides at once): before
+forwarding it (the transaction dies uncommitted), or once the server answers it (it committed, and the
+client never hears so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import struct
 import threading
 import urllib.error
 import urllib.request
@@ -26,7 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Answer", "FaultyAggregator", "Request"]
+__all__ = ["Answer", "FaultyAggregator", "FaultyTcpProxy", "Request"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,121 @@ class FaultyAggregator:
         self._thread.join(5)
 
     def __enter__(self) -> FaultyAggregator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class FaultyTcpProxy:
+    """A TCP proxy on 127.0.0.1 (free port) to ``upstream`` (host, port) that cuts connections on command.
+
+    ``drop_on(pattern, before=True, times=1)``: the next ``times`` client chunks containing ``pattern`` end
+    their connection with a reset, ``before`` forwarding the chunk or right after it. ``cut_all()`` resets
+    every open connection now. ``drops`` counts the cuts made.
+    """
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._pattern: bytes | None = None
+        self._before = True
+        self._times = 0
+        self.drops = 0
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._running = True
+        self._thread = threading.Thread(target=self._accept, name="faulty-tcp-proxy", daemon=True)
+        self._thread.start()
+
+    def drop_on(self, pattern: bytes, *, before: bool = True, times: int = 1) -> None:
+        with self._lock:
+            self._pattern, self._before, self._times = pattern, before, times
+
+    def armed(self) -> int:
+        """How many cuts are still to come."""
+        with self._lock:
+            return self._times
+
+    def cut_all(self) -> None:
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for client, server in pairs:
+            self._reset(client, server)
+
+    @staticmethod
+    def _reset(*sockets: socket.socket) -> None:
+        for sock in sockets:
+            # shutdown() wakes the other pump's recv() at once (close() alone would wait for it); linger 0
+            # makes the close a reset
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        while self._running:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                self._reset(client)
+                continue
+            with self._lock:
+                self._pairs.append((client, server))
+            state = {"swallow": False}  # after-mode: the server's next answer is dropped with the connection
+            threading.Thread(target=self._pump, args=(client, server, True, state), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, False, state), daemon=True).start()
+
+    def _cut_now(self, chunk: bytes) -> tuple[bool, bool]:
+        """``(cut, before)`` for a client chunk."""
+        with self._lock:
+            if self._times > 0 and self._pattern is not None and self._pattern in chunk:
+                self._times -= 1
+                self.drops += 1
+                return True, self._before
+        return False, False
+
+    def _pump(self, source: socket.socket, dest: socket.socket, from_client: bool, state: dict[str, bool]) -> None:
+        while True:
+            try:
+                chunk = source.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._reset(source, dest)
+                return
+            if not from_client and state["swallow"]:  # the server answered the COMMIT: the client never hears
+                self._reset(source, dest)
+                return
+            cut, before = self._cut_now(chunk) if from_client else (False, False)
+            if cut and before:
+                self._reset(source, dest)
+                return
+            if cut:
+                state["swallow"] = True
+            try:
+                dest.sendall(chunk)
+            except OSError:
+                self._reset(source, dest)
+                return
+
+    def stop(self) -> None:
+        self._running = False
+        self._listener.close()
+        self.cut_all()
+
+    def __enter__(self) -> FaultyTcpProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -161,7 +161,8 @@ class TestDatabase:
         import psycopg
 
         with contextlib.suppress(psycopg.Error), psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            conn.execute("SET lock_timeout = '20s'")  # a session left behind must not hang the run: the
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # database is dropped WITH (FORCE) at the end
 
     def drop(self) -> None:
         import psycopg
