@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from deniable.client import HTTPTransport, TransportError
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
 from support.reports import simulate_envelopes
 from support.server import RunningServer

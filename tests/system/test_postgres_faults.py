@@ -37,7 +37,7 @@ from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 from support.uploaders import check_runs, upload_until_stopped, wait_for_progress
 
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 
 pytestmark = pytest.mark.slow
 
