@@ -87,6 +87,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python benchmarks/amplification.py
 	$(BENCH_BIN)/python benchmarks/mean.py
 	$(BENCH_BIN)/python benchmarks/batch.py
+	$(BENCH_BIN)/python benchmarks/postgres.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -213,3 +213,57 @@ def test_keys_are_checked_at_start_and_by_verify(server_factory: Callable[..., R
     assert f"campaign {config.id!r}: key file {path}" in server.logs()  # at start, before any request
     envelopes = simulate_envelopes(config, [0], rng=np.random.default_rng(3))
     assert server.post(f"/api/v1/campaigns/{config.id}/reports", json={"reports": envelopes}).status_code == 503
+
+
+# ------------------------------------------------------------------------- sealed in PostgreSQL
+
+
+def test_sealed_keys_reach_every_instance_and_fail_closed_when_damaged_or_the_kek_differs(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Over PostgreSQL no key file exists: a campaign created on one instance takes reports on another. An
+    instance given another key-encryption key, and any instance after the sealed row is damaged, answer the
+    campaign's reports with 503 campaign_key_unavailable (devices keep them), /readyz says so, and
+    ``deniable verify`` names the campaign."""
+    from support.server import start_server
+
+    shared = {f"{role}_token": f"{role}-{os.urandom(18).hex()}" for role in ("admin", "analyst", "issuer")}
+    kek = os.urandom(32).hex()
+    a = start_server(tmp_path / "a", database=pg_url, kek=kek, **shared)
+    b = start_server(tmp_path / "b", database=pg_url, kek=kek, **shared)
+    stray = start_server(tmp_path / "stray", database=pg_url, kek=os.urandom(32).hex(), **shared)
+    servers = [a, b, stray]
+    try:
+        config = CampaignConfig.from_json(
+            a.create_campaign(id="sealed", question="q", categories=["a", "b"], epsilon=1.0)
+        )
+        assert not list((tmp_path / "a").glob("keys/*.key")), "no key file over PostgreSQL"
+        envelopes = simulate_envelopes(config, [0, 1] * 10, rng=np.random.default_rng(5))
+        path = "/api/v1/campaigns/sealed/reports"
+        assert b.post(path, json={"reports": envelopes[:10]}).json()["accepted"] == 10  # b has the key
+
+        refused = stray.post(path, json={"reports": envelopes[10:]})
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "campaign_key_unavailable"
+        assert stray.get("/readyz").status_code == 503
+        assert "sealed under key-encryption key" in stray.logs()
+
+        store = a.open_store()
+        store.connection().execute(
+            "UPDATE campaign_keys SET sealed = set_byte(sealed, 3, get_byte(sealed, 3) # 1) WHERE campaign_id = ?",
+            ("sealed",),
+        )
+        store.close()
+        b.restart()  # a new process: nothing cached
+        damaged = b.post(path, json={"reports": envelopes[10:]})
+        assert damaged.status_code == 503 and damaged.json()["error"]["code"] == "campaign_key_unavailable"
+        assert "does not open under the key-encryption key" in b.logs()
+        verify = subprocess.run(
+            [sys.executable, "-m", "deniable.aggregator.cli", "verify", *a.cli_args()],
+            capture_output=True, text=True, timeout=120, env=a.cli_env(),
+        )  # fmt: skip
+        assert verify.returncode == 1
+        assert "KEY       campaign 'sealed': sealed key in the database: does not open" in verify.stdout
+        assert a.estimate("sealed")["n"] == 10  # nothing was stored by the refused batches
+    finally:
+        for server in servers:
+            server.stop()
