@@ -370,3 +370,13 @@ def test_instances_add_to_their_own_tally_shards_and_readers_sum_them(pg_url: st
     assert store.all_tallies("c1")[OVERALL] == StoredTally(60, [18, 18, 12, 12])
     assert store.get_campaign("c1").n_reports == 60
     assert store.arrivals("c1")[0][1] == 60
+
+
+def test_a_shuffled_batch_is_stored_once_on_both_backends(database_target: str | Path) -> None:
+    store = make_store(database_target)
+    batch_id = "ab" * 16
+    assert store.ingest_batch("c1", batch_id, 3, [row(1), row(2)], k=K) == ("accepted", 2)
+    assert store.ingest_batch("c1", batch_id, 3, [row(1), row(2)], k=K) == ("duplicate", 2)
+    assert store.ingest_batch("c1", "cd" * 16, 2, [row(2), row(3)], k=K) == ("accepted", 1)  # row 2: once
+    assert sorted(store.shuffled_batches("c1")) == [(2, 1), (3, 2)]
+    assert store.count_reports("c1") == store.get_campaign("c1").n_reports == 3
