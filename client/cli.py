@@ -2,10 +2,13 @@
 
 ``deniable submit --aggregator URL --campaign ID --value V [--group k=v ...] [--state-dir DIR]`` answers a
 campaign (randomized on this machine, encrypted, queued) and flushes the outbox; it prints what it did in a
-few lines, or the receipt and the delivery as JSON with ``--json``. A second, different answer to a
-one-shot campaign is refused (the message names the earlier answer's time); ``--reanswer`` replaces an
-answer that has not been delivered yet. ``deniable flush [--aggregator URL]`` delivers what waits (after
-``submit --no-flush``, or an outage); ``deniable pending`` lists each waiting report and why it waits.
+few lines, or the receipt and the delivery as JSON with ``--json``. A survey takes ``--answer QUESTION=VALUE``
+per question instead of ``--value`` (``--answer smoke=yes --answer age=37 --answer 'apps=["mail", "maps"]'``:
+VALUE is read as JSON when it parses as JSON, else as text; a question left out is skipped where it is
+optional), all in one envelope. A second, different answer to a one-shot campaign is refused (the message
+names the earlier answer's time); ``--reanswer`` replaces an answer that has not been delivered yet.
+``deniable flush [--aggregator URL]`` delivers what waits (after ``submit --no-flush``, or an outage);
+``deniable pending`` lists each waiting report and why it waits.
 ``deniable ledger [--state-dir DIR]`` prints the ε spent per campaign and what is left, as a table or
 (``--json``) JSON. The state dir defaults to ``$DENIABLE_STATE_DIR`` or ``~/.local/share/deniable``.
 
@@ -51,6 +54,18 @@ def _group(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _answer(text: str) -> tuple[str, Any]:
+    """``QUESTION=VALUE``: VALUE as JSON if it parses (a number, a list, a quoted string), else as text."""
+    question, sep, value = text.partition("=")
+    if not sep or not question:
+        raise argparse.ArgumentTypeError(f"--answer must look like QUESTION=VALUE (e.g. age=37), got {text!r}")
+    try:
+        parsed: Any = json.loads(value, parse_constant=lambda name: name)  # NaN stays the text 'NaN'
+    except json.JSONDecodeError:
+        parsed = value
+    return question, parsed
+
+
 def register(subparsers: Any) -> None:
     """Add ``submit``, ``flush``, ``pending`` and ``ledger`` to the ``deniable`` command line."""
     submit = subparsers.add_parser(
@@ -61,7 +76,12 @@ def register(subparsers: Any) -> None:
     )
     submit.add_argument("--aggregator", required=True, metavar="URL", help="e.g. http://127.0.0.1:8000")
     submit.add_argument("--campaign", required=True, metavar="ID", help="the campaign id")
-    submit.add_argument("--value", required=True, metavar="V", help="your answer: one of the categories")
+    submit.add_argument("--value", metavar="V", help="your answer: one of the categories (one-question campaigns)")
+    submit.add_argument(
+        "--answer", action="append", type=_answer, default=[], metavar="QUESTION=VALUE",
+        help="a survey's answer to one question (repeatable): VALUE is JSON when it parses as JSON (37, "
+        "'[\"mail\", \"maps\"]', '\"30\"' for a label that looks like a number), else text (yes)",
+    )
     submit.add_argument(
         "--group", action="append", type=_group, default=[], metavar="K=V",
         help="a public group attribute the campaign asks for (repeatable), e.g. country=NL",
@@ -213,8 +233,14 @@ def _submit(args: argparse.Namespace) -> int:
             reset_ledger=args.reset_ledger,
         ) as client:
             groups = dict(args.group) or None
+            if (args.value is None) == (not args.answer):
+                raise InvalidParameter(
+                    "give --value V (a one-question campaign) or one --answer QUESTION=VALUE per question (a "
+                    "survey), not both and not neither"
+                )
+            answer: Any = args.value if args.value is not None else dict(args.answer)
             receipt = client.submit(
-                args.campaign, args.value, groups, recurring=args.recurring, round=args.round,
+                args.campaign, answer, groups, recurring=args.recurring, round=args.round,
                 reanswer=args.reanswer,
             )
             result = None if args.no_flush else client.deliver()

@@ -84,9 +84,10 @@ def pin_summary(config: CampaignConfig) -> dict[str, Any]:
     if config.is_survey:  # a survey: ε, key and trust model as they are, each question's fields as a hash
         summary = {key: full[key] for key in _SUMMARY_FIELDS if key in full}
         summary["split"] = full["split"]["mode"]
-        for question in full["questions"]:
-            summary[f"question {question['id']}_sha256"] = hashlib.sha256(canonical_json(question)).hexdigest()
-        summary["title_sha256"] = hashlib.sha256(canonical_json(full["title"])).hexdigest()
+        for question in full["questions"]:  # a local change detector, never sent: sorted JSON is enough
+            text = json.dumps(question, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+            summary[f"question {question['id']}_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        summary["title_sha256"] = hashlib.sha256(full["title"].encode("utf-8")).hexdigest()
         summary["group_fields"] = full["group_fields"]
         return summary
     summary = {key: full[key] for key in _SUMMARY_FIELDS}

@@ -199,3 +199,18 @@ def test_the_budget_is_checked_against_the_whole_survey(desk: Desk) -> None:
     with pytest.raises(BudgetExceeded):
         client.submit("big", ANSWER)
     assert client.pending() == []
+
+
+def test_the_command_line_reads_answers_as_json_or_text() -> None:
+    import argparse
+
+    from deniable.client.cli import _answer
+
+    assert _answer("age=37") == ("age", 37)
+    assert _answer("age=37.5") == ("age", 37.5)
+    assert _answer('apps=["mail", "maps"]') == ("apps", ["mail", "maps"])
+    assert _answer("smoke=yes") == ("smoke", "yes")
+    assert _answer('band="30"') == ("band", "30")  # a label that looks like a number, quoted
+    assert _answer("age=NaN") == ("age", "NaN")  # not a number: refused by the question, naming it
+    with pytest.raises(argparse.ArgumentTypeError, match="QUESTION=VALUE"):
+        _answer("age")
