@@ -15,13 +15,15 @@ Routes (all public, listed in :data:`deniable.aggregator.auth.SESSION_ACCESS` as
   which survey.js imports only for a survey; ``GET /survey/static/survey.css``: the stylesheet.
 
 Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only (no
-inline script, no ``eval``), ``connect-src 'self'`` (the page talks to this aggregator only), no framing,
+inline script, no ``eval``), ``connect-src 'self'`` (the page talks to this aggregator only; for a shuffled
+campaign also to the origin of its shuffler, where its reports go), no framing,
 no forms posted anywhere (the form is submitted by the script), plus ``X-Content-Type-Options: nosniff``
 and ``Referrer-Policy: no-referrer``.
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from pathlib import Path
 
 from flask import Blueprint, make_response, render_template, send_file
@@ -44,7 +46,7 @@ CONTENT_SECURITY_POLICY = (
 
 @bp.after_request
 def _headers(response: Response) -> Response:
-    response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "no-referrer"
@@ -85,4 +87,11 @@ def page(campaign_id: str) -> Response:
         response = make_response(render_template("survey/missing.html", campaign_id=campaign_id))
         response.status_code = 404
         return response
-    return make_response(render_template("survey/page.html", config=config))
+    response = make_response(render_template("survey/page.html", config=config))
+    if config.shuffler is not None:  # a shuffled campaign's reports go to its shuffler, and only there
+        origin = urllib.parse.urlsplit(config.shuffler.url)
+        allowed = f"{origin.scheme}://{origin.netloc}"
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.replace(
+            "connect-src 'self'", f"connect-src 'self' {allowed}"
+        )
+    return response

@@ -3,6 +3,10 @@ front's header, body and rate limits, :mod:`deniable.aggregator.server`).
 
 * ``POST /api/v1/campaigns/<id>/reports`` (public, devices): 1..1000 shuffled envelopes; the reply has the
   aggregator's shape, one verdict per report, sent only after the accepted ones are committed;
+  Browsers may post from any page (the survey page of ``/survey/<id>`` on the aggregator, an app's own page):
+  the route answers CORS, ``Access-Control-Allow-Origin: *`` without credentials, and its preflight
+  (``OPTIONS``, ``Content-Type`` allowed). It is public and takes no cookie or token, so letting pages read
+  its verdicts gives them nothing they could not get by posting from anywhere else;
 * ``GET /api/v1/shuffler`` (public): the shuffler's public keys and the aggregator it forwards to, what the
   aggregator's admin registers in a shuffled campaign;
 * ``GET /api/v1/status`` (public): counts only (reports pending, batches waiting, forwarded) per campaign;
@@ -20,7 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, current_app
+from flask import Blueprint, Flask, current_app, request
+from werkzeug.wrappers import Response
 
 from deniable.aggregator.api.reports import _spend_ingestion_tokens
 from deniable.aggregator.bodies import json_body
@@ -51,6 +56,22 @@ def info() -> dict[str, Any]:
 @bp.get("/api/v1/status")
 def status() -> dict[str, Any]:
     return _shuffler().status()
+
+
+#: The CORS answer of the device route (public, no credentials): any page may post reports and read verdicts.
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST",
+    "Access-Control-Allow-Headers": "Content-Type",
+    "Access-Control-Max-Age": "600",
+}
+
+
+@bp.after_request
+def _cors(response: Response) -> Response:
+    if request.endpoint == "shuffler.submit":
+        response.headers.update(CORS_HEADERS)
+    return response
 
 
 @bp.post("/api/v1/campaigns/<campaign_id>/reports")

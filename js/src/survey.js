@@ -46,8 +46,12 @@ export function privacyNote(campaign) {
   const groups = campaign.groupFields.length
     ? ` The ${campaign.groupFields.join(', ')} you give below is sent as it is (not randomized).`
     : '';
+  const shuffled = campaign.shuffler
+    ? [`Your randomized report goes first to a shuffler run by another party (${new URL(campaign.shuffler.url).host}), which mixes it with at least ${campaign.shuffler.min_batch - 1} others before the aggregator sees it, without your address or any id: the aggregator cannot tell which report is yours.`]
+    : [];
   return [
     `Your answer is randomized in this browser before anything is sent: ${how} (ε = ${campaign.epsilon}).`,
+    ...shuffled,
     'The aggregator receives only that randomized report, encrypted to the survey’s key, and counts one report per browser. ' +
     'It can estimate how many people chose each answer, but it cannot know what you chose.' + groups,
     'Answering again sends the same report: repeating gives nothing more away.',

@@ -24,6 +24,7 @@ import pytest
 import requests
 from support.browser import chromium
 from support.server import RunningServer, free_port
+from support.shuffler import create_shuffled_campaign, start_shuffler, wait_for
 
 from deniable.client.memo import one_shot_answer
 from deniable.shared.descriptor import CampaignConfig
@@ -234,3 +235,30 @@ def test_the_embedding_example_answers_from_its_own_page(browser: Any, server: R
         example.wait(timeout=10)
         if example.stdout is not None:
             example.stdout.close()
+
+
+def test_a_shuffled_campaign_is_answered_through_its_shuffler_never_the_aggregator(
+    browser: Any, server: RunningServer, tmp_path: Path
+) -> None:
+    """Three browsers answer a shuffled campaign: each report goes to the shuffler (CORS, CSP allowing its
+    origin), which forwards one signed batch of the three; the aggregator counts them and saw no report POST."""
+    shuffler = start_shuffler(tmp_path / "shuffler", upstream=server.url)
+    try:
+        config = create_shuffled_campaign(server, shuffler, id="web-shuffled", min_batch=3)
+        page_csp = requests.get(f"{server.url}/survey/web-shuffled", timeout=30).headers["Content-Security-Policy"]
+        assert f"connect-src 'self' {shuffler.url}" in page_csp
+        posts: list[str] = []
+        for answer in ("yes", "no", "yes"):
+            context, page, seen = open_page(browser, server, "web-shuffled")
+            assert "shuffler" in page.get_by_role("region", name="What happens to your answer").inner_text()
+            page.get_by_label(answer, exact=True).check()
+            page.get_by_role("button", name="Submit answer").click()
+            page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+            posts += seen["posts"]
+            assert seen["errors"] == []
+            context.close()
+        assert len(posts) == 3 and all(url.startswith(shuffler.url) for url in posts), posts
+        wait_for(lambda: reports_of(server, "web-shuffled") == 3, what="the shuffler's batch of three")
+    finally:
+        shuffler.stop()
+    assert config["shuffler"]["min_batch"] == 3
