@@ -75,9 +75,8 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
         wire: Any = decoded
         support: tuple[int, ...] = (decoded,)
     else:
-        mechanism = config.build_mechanism()
-        wire = mechanism.encode_report(decoded)
-        support = tuple(mechanism.support(decoded))
+        wire, supported = config.build_mechanism().stored_form(decoded)  # decoded once, by config.decode
+        support = tuple(supported)
     return ReportRow(
         report_id=envelope.report_id,
         pseudonym=envelope.pseudonym,

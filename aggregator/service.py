@@ -7,9 +7,12 @@ of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggrega
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import shutil
 import sqlite3
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +106,32 @@ def _issue_body(body: object) -> tuple[str, list[Any]]:
 
 
 def config_of(record: CampaignRecord) -> CampaignConfig:
-    """The campaign's descriptor with its current status."""
-    return CampaignConfig.from_json({**record.config, "status": record.status})
+    """The campaign's descriptor with its current status, parsed and validated once per campaign.
+
+    The stored descriptor is immutable (only ``status`` changes), so the validated ``CampaignConfig`` is kept
+    under (campaign id, SHA-256 of the stored JSON, status): a request after the first costs one hash of the
+    text instead of a parse and a full validation (1.6 ms at k = 4096, including the public key's trial
+    exchange). A changed text (a restored backup, a migration) has another hash and is parsed afresh.
+    """
+    key = (record.id, hashlib.sha256(record.config_json.encode("utf-8")).digest(), record.status)
+    with _CONFIGS_LOCK:
+        config = _CONFIGS.get(key)
+        if config is not None:
+            _CONFIGS.move_to_end(key)
+            return config
+    config = CampaignConfig.from_json({**record.config, "status": record.status})
+    with _CONFIGS_LOCK:
+        _CONFIGS[key] = config
+        while len(_CONFIGS) > _CONFIGS_MAX:
+            _CONFIGS.popitem(last=False)
+    return config
+
+
+#: Validated descriptors by (campaign id, descriptor hash, status), least recently used first.
+_CONFIGS: OrderedDict[tuple[str, bytes, str], CampaignConfig] = OrderedDict()
+_CONFIGS_LOCK = threading.Lock()
+#: Descriptors kept: a few MB even at 4096 categories each.
+_CONFIGS_MAX = 256
 
 
 def _count_is_private(record: CampaignRecord) -> bool:

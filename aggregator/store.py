@@ -107,7 +107,8 @@ class CampaignRecord:
     """A campaign as stored: its public descriptor and its mutable state."""
 
     id: str
-    config: dict[str, Any]
+    #: The stored descriptor as its JSON text (immutable: only ``status`` changes); :attr:`config` parses it.
+    config_json: str
     status: str
     trust_model: str
     budget: float | None
@@ -116,6 +117,12 @@ class CampaignRecord:
     n_reports: int
     created_at: str
     closed_at: str | None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The stored descriptor as a JSON object."""
+        config: dict[str, Any] = json.loads(self.config_json)
+        return config
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +329,7 @@ class Store:
     def _record(row: tuple[Any, ...]) -> CampaignRecord:
         return CampaignRecord(
             id=row[0],
-            config=json.loads(row[1]),
+            config_json=row[1],
             status=row[2],
             trust_model=row[3],
             budget=row[4],

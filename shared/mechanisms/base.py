@@ -192,6 +192,11 @@ class Mechanism(ABC, Generic[Report]):
     def split_simulated(self, simulated: Any) -> list[Report]:
         """:meth:`simulate` output as one device report per value (what :meth:`encode_report` takes)."""
 
+    def stored_form(self, report: Report) -> tuple[Any, list[int]]:
+        """The wire JSON and the support of a report already decoded by :meth:`decode_report`: what the
+        aggregator stores and tallies, without decoding the report again. Subclasses compute both directly."""
+        return self.encode_report(report), self.support(report)
+
     def support_pattern_law(self) -> tuple[float, float, float, float]:
         """P(code | x = 0) of the codes 0..3 of :meth:`support_pattern` (the law with x = 1 swaps codes 1, 2).
 

@@ -88,6 +88,9 @@ class GRR(Mechanism[int]):
     def support(self, report: int) -> list[int]:
         return [self.decode_report(report)]
 
+    def stored_form(self, report: int) -> tuple[Any, list[int]]:
+        return report, [report]
+
     def split_simulated(self, simulated: Any) -> list[int]:
         import numpy as np
 

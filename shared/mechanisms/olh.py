@@ -165,6 +165,12 @@ class OLH(Mechanism[OLHReport]):
         g = self.g
         return [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
 
+    def stored_form(self, report: OLHReport) -> tuple[Any, list[int]]:
+        seed, y = report
+        a, b = _coefficients(seed)
+        g = self.g
+        return {"seed": format(seed, "016x"), "y": y}, [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
+
     def split_simulated(self, simulated: Any) -> list[OLHReport]:
         return [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y, strict=True)]
 

@@ -112,6 +112,9 @@ class OUE(Mechanism[int]):
         mask = self.decode_report(report)
         return [v for v in range(self.k) if (mask >> v) & 1]
 
+    def stored_form(self, report: int) -> tuple[Any, list[int]]:
+        return format(report, f"0{self.hex_digits}x"), [v for v in range(self.k) if (report >> v) & 1]
+
     def split_simulated(self, simulated: Any) -> list[int]:
         """One bitmask per row of bits."""
         import numpy as np
