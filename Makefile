@@ -85,6 +85,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python benchmarks/slowclients.py --seconds 15
 	$(BENCH_BIN)/python benchmarks/flood.py --seconds 10
 	$(BENCH_BIN)/python benchmarks/amplification.py
+	$(BENCH_BIN)/python benchmarks/shuffler.py
 	$(BENCH_BIN)/python benchmarks/mean.py
 	$(BENCH_BIN)/python benchmarks/batch.py
 	$(BENCH_BIN)/python benchmarks/postgres.py

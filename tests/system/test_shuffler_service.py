@@ -256,3 +256,33 @@ def test_killing_the_aggregator_while_the_shuffler_forwards_stores_every_batch_e
     batches = _batches(aggregator, "upstream")
     assert sum(n for n, _ in batches) == 2000 and all(n == accepted >= 200 for n, accepted in batches), batches
     assert shuffler.status()["upstream"] == {"forwarded_batches": len(batches), "forwarded_reports": 2000}
+
+
+def test_admission_tokens_travel_to_the_shuffler_and_are_spent_there(pair: Any, tmp_path: Path) -> None:
+    """With admission, the token is in the outer layer: the shuffler verifies and spends it; the aggregator
+    never sees it (its inner payload is the report alone)."""
+    aggregator, shuffler = pair
+    create_shuffled_campaign(aggregator, shuffler, min_batch=3, id="admitted",
+                             admission={"tokens_per_account": 2})  # fmt: skip
+
+    def backend(account: str) -> Any:
+        def issue(requests: list[str]) -> list[object]:
+            answer = aggregator.post("/api/v1/campaigns/admitted/tokens", role="issuer",
+                                     json={"account": account, "token_requests": requests})  # fmt: skip
+            assert answer.status_code == 200, answer.text
+            return list(answer.json()["token_responses"])
+
+        return issue
+
+    for i in range(3):
+        with Client(aggregator.url, state_dir=tmp_path / f"admitted{i}") as client:
+            assert client.obtain_tokens("admitted", 1, backend(f"user-{i}")) == 1
+            client.submit("admitted", "yes")
+            assert client.deliver().accepted == 1
+            assert client.tokens("admitted") == 0
+    wait_for(lambda: _n(aggregator, "admitted") == 3, what="the admitted batch")
+    # an outer layer without a token is rejected by the shuffler, before anything is stored
+    config = CampaignConfig.from_json(aggregator.get("/api/v1/campaigns/admitted").json())
+    untokened = _envelopes(config.to_json(), 1)
+    result = _post(shuffler, "admitted", untokened)["results"][0]
+    assert result["status"] == "rejected" and "token" in result["reason"]
