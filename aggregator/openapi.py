@@ -474,10 +474,26 @@ _SCHEMAS: dict[str, Any] = {
         "description": "ungrouped: n, epsilon, mechanism, level and per category the unbiased count with "
         "stderr and CI, proportion with stderr and CI, and the consistent (biased) count. Grouped "
         "(group_by): 'groups' maps each group value to such an estimate. Central campaigns add noise, "
-        "scale, epsilon_spent, epsilon_remaining and budget.",
+        "scale, epsilon_spent, epsilon_remaining and budget. Shuffled campaigns add 'privacy'.",
         "required": ["campaign_id", "trust_model", "epsilon", "level"],
         "properties": {
             "campaign_id": {"type": "string"},
+            "privacy": {
+                "type": "object",
+                "description": "shuffled campaigns: epsilon0 (each report's local ε), delta, min_batch, the number "
+                "of batches received, the smallest, and the central epsilon of the smallest batch (null before "
+                "any) with the bound's method and both bounds",
+                "properties": {
+                    "epsilon0": {"type": "number"},
+                    "delta": {"type": "number"},
+                    "min_batch": {"type": "integer"},
+                    "batches": {"type": "integer"},
+                    "smallest_batch": {"type": "integer", "nullable": True},
+                    "epsilon": {"type": "number", "nullable": True},
+                    "method": {"type": "string", "nullable": True},
+                    "bounds": {"type": "object", "nullable": True},
+                },
+            },
             "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "mechanism": {"type": "string"},
             "epsilon": {"type": "number"},

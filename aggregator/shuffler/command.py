@@ -97,6 +97,7 @@ def shuffle_command(args: argparse.Namespace) -> int:
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     shuffler = Shuffler(data_dir, upstream=args.upstream, upstream_max_body=max_body)  # keys and schema, before fork
+    shuffler.store.release_leases()  # no worker runs yet: a batch cut off by a crash is due again now
     print(f"shuffler public_key: {shuffler.keys.public_key}", flush=True)
     print(f"shuffler verify_key: {shuffler.keys.verify_key}", flush=True)
     from deniable.aggregator.commands import _env_float

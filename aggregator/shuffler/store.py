@@ -228,6 +228,12 @@ class ShufflerStore:
             conn.execute("UPDATE batches SET lease_until = ? WHERE batch_id = ?", (now + lease, row[0]))
         return DueBatch(row[0], row[1], int(row[2]), json.loads(row[3]), int(row[4]))
 
+    def release_leases(self) -> int:
+        """Forget every lease (at start, before any worker sends): a batch whose sender was killed mid-request
+        is due again at once, not after its lease; the aggregator keeps a batch sent twice once."""
+        with self.transaction() as conn:
+            return conn.execute("UPDATE batches SET lease_until = 0 WHERE lease_until > 0").rowcount
+
     def delivered(self, batch: DueBatch) -> None:
         """The aggregator stored the batch: forget it (its reports are the aggregator's now)."""
         with self.transaction() as conn:

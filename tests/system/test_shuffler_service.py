@@ -8,6 +8,7 @@ twice) and the aggregator SIGKILLed while the shuffler forwards (retried, stored
 
 from __future__ import annotations
 
+import json
 import secrets
 import sqlite3
 import threading
@@ -286,3 +287,34 @@ def test_admission_tokens_travel_to_the_shuffler_and_are_spent_there(pair: Any, 
     untokened = _envelopes(config.to_json(), 1)
     result = _post(shuffler, "admitted", untokened)["results"][0]
     assert result["status"] == "rejected" and "token" in result["reason"]
+
+
+def test_a_batch_whose_answer_is_lost_is_retried_and_stored_once(tmp_path: Path) -> None:
+    """The aggregator stores a batch but its answer never reaches the shuffler (twice): the shuffler sends the
+    same batch again until it hears back, and the aggregator keeps it once."""
+    from support.faulty import Answer, FaultyAggregator
+
+    aggregator = start_server(tmp_path / "agg")
+    try:
+        with FaultyAggregator(upstream=aggregator.url) as proxy:
+            shuffler = start_shuffler(tmp_path / "shuf", upstream=proxy.url, interval=0.1)
+            try:
+                config = create_shuffled_campaign(aggregator, shuffler, min_batch=10, id="lost")
+
+                def stored_then_lost(request: Any) -> Answer:
+                    body = json.dumps(request.body).encode()
+                    forwarded = proxy._forward("POST", request.path, body, "application/json")
+                    assert forwarded.status == 200
+                    return Answer(503, {"error": {"code": "unavailable", "message": "the answer was lost"}})
+
+                proxy.script(stored_then_lost, times=2)
+                assert _post(shuffler, "lost", _envelopes(config, 30))["accepted"] == 30
+                wait_for(lambda: shuffler.status()["lost"].get("forwarded_batches") == 1, timeout=60,
+                         what="the batch settled at the shuffler")  # fmt: skip
+                posts = [r for r in proxy.posts() if r.path.endswith("/batches")]
+                assert len(posts) == 3 and len({r.body["batch_id"] for r in posts}) == 1  # the same batch, thrice
+                assert _batches(aggregator, "lost") == [(30, 30)] and _n(aggregator, "lost") == 30
+            finally:
+                shuffler.stop()
+    finally:
+        aggregator.stop()
