@@ -135,12 +135,17 @@ def _sizes(config: CampaignConfig, answer_sets: list[dict[str, Any]], devices: i
 
 @pytest.mark.parametrize("split", ["per_question", "sampling"])
 def test_every_envelope_of_a_survey_has_one_size_whatever_the_kinds_answers_skips_and_draw(split: str) -> None:
-    config = CampaignConfig.create_survey(id="sizes", title="Sizes", questions=FIVE, epsilon=1.0,
+    config = CampaignConfig.create_survey(id="sizes", title="Sizes", questions=[*FIVE, *EXTRA, *MORE], epsilon=1.0,
                                           public_key=PUBLIC, split=split, group_fields=["country"],
                                           group_values={"country": ["NL", "BE"]})  # fmt: skip
-    smallest = {"smoke": "no", "age": 18, "income": 0}  # optional ones skipped
-    widest = {"smoke": "yes", "mode": "train", "age": 99, "income": 10**9, "apps": ["chat", "maps"]}
-    middle = {"smoke": "no", "mode": "bike", "age": 57.25, "income": 41000.5, "apps": []}
+    assert {q.mechanism for q in config.questions} == {
+        "binary-rr", "oue", "piecewise", "grr", "bitvector", "padding", "hybrid", "olh", "duchi"
+    }  # fmt: skip
+    smallest = {"smoke": "no", "age": 18, "income": 0, "emoji": "e0", "rating": 1}  # optional ones skipped
+    widest = {"smoke": "yes", "mode": "train", "age": 99, "income": 10**9, "apps": ["chat", "maps"],
+              "apps2": ["mail", "news", "music"], "age2": 99, "emoji": "e11", "rating": 5}  # fmt: skip
+    middle = {"smoke": "no", "mode": "bike", "age": 57.25, "income": 41000.5, "apps": [], "apps2": [],
+              "age2": 18.5, "emoji": "e5", "rating": 2.5}  # fmt: skip
     assert config.padded_length is not None
     assert _sizes(config, [smallest, widest, middle], devices=12) == {ENC_BYTES + config.padded_length + TAG_BYTES}
 
@@ -159,6 +164,11 @@ class Recorder:
 
 #: A padding multi and a hybrid number beside FIVE's mechanisms (optional: skipped in most answer sets).
 EXTRA = [dict(HEALTH[2], id="apps2"), dict(HEALTH[1], id="age2", optional=True)]
+#: An olh choice and a duchi number, so that the size test covers every mechanism.
+MORE = [
+    {"id": "emoji", "text": "Emoji?", "kind": "choice", "categories": [f"e{i}" for i in range(12)], "mechanism": "olh"},
+    {"id": "rating", "text": "Rating?", "kind": "number", "range": [1, 5], "mechanism": "duchi"},
+]
 ANSWER_SETS: list[dict[str, Any]] = [
     {"smoke": "no", "age": 18, "income": 0},
     {"smoke": "yes", "mode": "train", "age": 99, "income": 10**9, "apps": ["chat", "maps"]},
