@@ -23,13 +23,15 @@ $(BENCH_STAMP): pyproject.toml .ci/constraints.txt
 	$(BENCH_BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-# tests/unit/: fast tests that mirror the modules (no server, no subprocess); tests/system/: the real server,
-# crashes, fuzzing, soak, the browser. `make test` runs both, `make test-fast` the unit tests alone (< 1 min).
+# tests/unit/: tests that mirror the modules (no server, no subprocess); tests/system/: the real server,
+# subprocesses, crashes, fuzzing, the browser. `make test` runs both; `make test-fast` runs the unit tests
+# alone, less the long statistical ones and the PostgreSQL runs of the store suite (marked slow, postgres;
+# make test runs them), in under a minute on 2 cores.
 test: $(STAMP) chromium js-test
 	$(BIN)/python -m pytest tests/unit tests/system
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q -m "not slow and not postgres" -p no:cacheprovider tests/unit
 
 # The JavaScript device client (js/): its Node tests check it against tests/vectors/ (npm ci installs the
 # locked packages). Without node the JS tests cannot run: a warning on a developer machine, a failure

@@ -30,7 +30,13 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 from support.server import free_port
+
+#: The database backends the store suite and the reliability tests run against; PostgreSQL's runs are
+#: marked ``postgres`` (they need the server: ``make test`` runs them, ``make test-fast`` does not).
+BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 
 __all__ = ["Cluster", "TestDatabase", "find_binaries", "server_url"]
 

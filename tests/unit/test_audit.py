@@ -150,6 +150,7 @@ def test_cli_reports_and_exits_nonzero_on_a_violation(capsys: pytest.CaptureFixt
     assert "'trials' must be" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mechanism", "k"),
     [("grr", 4), ("oue", 3), ("discrete-laplace", 2), ("laplace", 2), ("duchi", 2), ("hybrid", 2), ("padding", 4)],

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -113,27 +111,6 @@ def test_bad_arguments_get_a_clear_message(capsys: pytest.CaptureFixture[str]) -
     assert "'trials' must be at least 10" in capsys.readouterr().err
     assert main(["compare", "--epsilon", "0"]) == 2
     assert "'epsilon' must be a number in [1e-06, 20], got 0" in capsys.readouterr().err
-
-
-def test_plot_path_gets_png_and_the_message_names_the_file_written(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("deniable")), "compare", "--n", "1000", "--trials", "20", "--plot", "out"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "plot written to out.png" in done.stdout
-    assert (tmp_path / "out.png").read_bytes()[:4] == b"\x89PNG" and not (tmp_path / "out").exists()
-
-
-def test_plot_into_a_missing_folder_is_refused_before_simulating(tmp_path: Path) -> None:
-    missing = tmp_path / "nope" / "deeper"
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("deniable")), "compare", "--plot", str(missing / "x.png")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"the folder {missing} does not exist" in done.stderr
-    assert not (tmp_path / "nope").exists() and "population" not in done.stdout
 
 
 def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -178,6 +178,7 @@ def _padded_grr(k: int, epsilon: float) -> Randomizer:
     return randomize
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("k", "eps"), [(2, 1.0), (16, 2.0)])
 def test_the_chi2_check_flags_the_old_rejection_sampler(k: int, eps: float) -> None:
     _, p_given = pattern_law_p_values(_old_rejection_grr(k, eps), (0, k - 1), runs=3000, seed=3)

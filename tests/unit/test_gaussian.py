@@ -39,6 +39,7 @@ def brute_pmf(sigma2: float, radius: int) -> tuple[np.ndarray, np.ndarray]:
     return ys, w / w.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma2", [Fraction(1), Fraction(9, 4), Fraction(10), Fraction(1, 4)])
 def test_discrete_gaussian_matches_its_pmf(sigma2: Fraction) -> None:
     n, randbelow = 12_000, seeded_randbelow(np.random.default_rng(14))
@@ -63,6 +64,7 @@ def test_discrete_gaussian_matches_its_pmf(sigma2: Fraction) -> None:
     assert abs(np.var(draws) - var) < 5 * sd_of_var
 
 
+@pytest.mark.slow
 def test_a_discrete_laplace_in_its_place_fails_the_same_test() -> None:
     """The χ² test can fail: discrete Laplace draws of the same variance are rejected."""
     from deniable.shared.sampling import discrete_laplace

@@ -135,6 +135,7 @@ def test_clip_is_explicit() -> None:
         grid.grid_index(140)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [Piecewise, Hybrid])
 def test_the_exact_sampler_follows_the_exact_law(cls: type[MeanMechanism]) -> None:
     mechanism = cls(1.0, 4, 8)

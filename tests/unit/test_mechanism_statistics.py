@@ -51,6 +51,7 @@ def study(request: pytest.FixtureRequest) -> tuple[Mechanism, np.ndarray, np.nda
     return (mechanism, *run_study(mechanism, seed=2026))
 
 
+@pytest.mark.slow
 def test_counts_are_unbiased(study) -> None:
     mechanism, errors, _, _ = study
     exact_sd = np.sqrt(mechanism.count_variance(TRUE_COUNTS[mechanism.k]))
@@ -86,6 +87,7 @@ def test_the_approximate_variance_is_far_off_at_large_epsilon() -> None:
     assert exact[0] / approx > 1.5
 
 
+@pytest.mark.slow
 def test_dwork_2006_table_randomized_response_against_laplace() -> None:
     """n = 100,000, p = 0.3, ε = 1: RR sd = √n·e^(ε/2)/(e^ε−1) ≈ 303 against √2/ε ≈ 1.41 for Laplace."""
     n, ones, eps = 100_000, 30_000, 1.0

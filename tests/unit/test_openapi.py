@@ -89,6 +89,7 @@ def seeded_app(app: Flask) -> Iterator[Flask]:
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
+@pytest.mark.slow
 def test_responses_conform_to_the_document(seeded_app: Flask) -> None:
     loaded = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", seeded_app)
     operations = [result.ok() for result in loaded.get_all_operations()]

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -86,16 +82,3 @@ def test_parse_and_errors() -> None:
         plan_survey([DraftQuestion("a", "choice", k=2)], epsilon=1.0, n=10, shares=[0.5])
 
 
-def test_deniable_plan_prints_a_table_and_json() -> None:
-    args = [sys.executable, "-m", "deniable.aggregator.cli", "plan", "--epsilon", "2", "--n", "10000",
-            "--question", "choice:smoke:k=2", "--question", "multi:apps:k=8,m=3",
-            "--question", "number:age:lo=18,hi=99,steps=81"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0].split()[:3] == ["question", "kind", "split"]
-    assert "recommended: sample" in done.stdout
-    as_json = json.loads(subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120).stdout)
-    assert {r["mechanism"] for r in as_json["rows"]} == {"binary-rr", "padding", "hybrid"}
-    bad = subprocess.run([*args[:4], "--n", "10", "--question", "choice:x"], capture_output=True, text=True,
-                         timeout=120)
-    assert bad.returncode == 2 and "KIND:ID" in bad.stderr and "Traceback" not in bad.stderr

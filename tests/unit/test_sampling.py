@@ -48,6 +48,7 @@ def source(seed: int) -> sampling.RandBelow:
     return seeded_randbelow(np.random.default_rng(seed))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 2), Fraction(1), Fraction(23, 10), Fraction(0.1)])
 def test_bernoulli_exp_matches_exp_minus_gamma(gamma: Fraction) -> None:
     n, randbelow = 40_000, source(1)
@@ -116,6 +117,7 @@ def test_randomized_response_has_the_grr_law(k: int, eps: float) -> None:
     assert chisquare_ok(draws, probs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps", [0.5, 1.0, 10.0])
 def test_unary_bits_take_both_coins_from_each_draw(eps: float) -> None:
     """Per bit u = randbelow(2(a+b)): the fair coin is u mod 2, the q-coin ⌊u/2⌋ < b (mass b of a+b)."""
@@ -136,6 +138,7 @@ def test_unary_bits_take_both_coins_from_each_draw(eps: float) -> None:
         assert binomial_ok(int(ones[v]), n, 0.5 if v == x else q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [Fraction(1), Fraction(2), Fraction(1, 2), Fraction(3, 2)])
 def test_discrete_laplace_pmf(scale: Fraction) -> None:
     n, randbelow = 30_000, source(4)
@@ -223,6 +226,7 @@ def test_the_product_paths_default_to_secrets() -> None:
         assert default is secrets.randbelow, function.__qualname__
 
 
+@pytest.mark.slow
 def test_seeded_randbelow_is_uniform_reproducible_and_unbounded() -> None:
     randbelow = source(5)
     draws = np.bincount([randbelow(6) for _ in range(60_000)], minlength=6)

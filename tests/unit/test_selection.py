@@ -21,6 +21,7 @@ def em_law(scores: list[int], c: float) -> np.ndarray:
     return w / w.sum()
 
 
+@pytest.mark.slow
 def test_exponential_choice_has_the_exact_law() -> None:
     scores, scale = [5, 3, 3, 0, 1], Fraction(1, 2)
     randbelow = seeded_randbelow(np.random.default_rng(21))
@@ -30,6 +31,7 @@ def test_exponential_choice_has_the_exact_law() -> None:
     assert stats.chisquare(draws, expected).pvalue > ALPHA
 
 
+@pytest.mark.slow
 def test_top_answers_by_peeling_has_the_sequential_law() -> None:
     scores, eps = [4, 3, 0], Fraction(2)
     randbelow = seeded_randbelow(np.random.default_rng(22))
@@ -132,26 +134,3 @@ def test_the_utility_bound_holds() -> None:
     assert gap == pytest.approx(math.log(1000 / 0.05) / 0.2)
 
 
-def test_the_top_route_over_the_real_server(aggregator) -> None:
-    from support.reports import simulate_envelopes, upload
-
-    config = aggregator.create_campaign(
-        id="top-central", question="Favourite?", categories=["tea", "coffee", "water"], epsilon=1.0,
-        trust_model="central", budget=2.5,
-    )  # fmt: skip
-    answers = [1] * 60 + [0] * 20 + [2] * 10
-    upload(aggregator, "top-central", simulate_envelopes(config, answers, rng=np.random.default_rng(4)))
-    first = aggregator.get("/api/v1/campaigns/top-central/top", role="analyst").json()
-    assert first["answers"] == ["coffee"]  # P(another) ≤ 2·e^(−40): certain here
-    assert first["cost"]["kind"] == "pure" and first["cost"]["epsilon"] == "1"
-    assert first["utility"]["gap"] == pytest.approx(math.log(3 / 0.05))
-    assert "within" in first["utility"]["statement"] and first["cached"] is False
-    again = aggregator.get("/api/v1/campaigns/top-central/top", role="analyst").json()
-    assert again["cached"] is True and again["accountant"]["epsilon_sum"] == 1.0
-    two = aggregator.get("/api/v1/campaigns/top-central/top?j=2", role="analyst").json()
-    assert two["answers"][0] == "coffee" and len(two["answers"]) == 2 and two["accountant"]["epsilon_sum"] == 2.0
-    refused = aggregator.get("/api/v1/campaigns/top-central/top?j=3", role="analyst")
-    assert refused.status_code == 409 and refused.json()["error"]["code"] == "budget_exceeded"
-    assert aggregator.get("/api/v1/campaigns/top-central/top?j=0", role="analyst").status_code == 400
-    releases = aggregator.get("/api/v1/campaigns/top-central/releases", role="analyst").json()["releases"]
-    assert [r["parameters"]["top"] for r in releases] == [1, 2]

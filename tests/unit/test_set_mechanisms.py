@@ -89,6 +89,7 @@ def test_every_randomizer_draws_one_fixed_pattern_whatever_the_set(cls: type[Set
     assert len(patterns) == 1
 
 
+@pytest.mark.slow
 def test_the_exact_samplers_follow_their_laws() -> None:
     padding = Padding(1.0, 6, 2)
     randbelow = seeded_randbelow(np.random.default_rng(11))

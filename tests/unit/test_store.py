@@ -4,48 +4,17 @@ invariants, migrations; SQLite's durability settings and upgrade path; PostgreSQ
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sqlite3
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.store import K, make_store, row
 
 from deniable.aggregator.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
 from deniable.aggregator.store import OVERALL, ReportRow, Store, StoredTally
 from deniable.shared.errors import CampaignClosed, UnknownCampaign
-
-K = 4
-
-
-def make_store(
-    target: str | Path,
-    campaign_id: str = "c1",
-    group_fields: tuple[str, ...] = ("country",),
-    *,
-    store: Store | None = None,
-) -> Store:
-    """A store at ``target`` (a SQLite directory is given as a directory: the file goes inside) with one campaign."""
-    if isinstance(target, Path) and target.suffix != ".sqlite3":
-        target = target / "db.sqlite3"
-    store = store or Store(target)
-    with store.transaction() as conn:
-        store.insert_campaign(conn, campaign_id, {"id": campaign_id, "group_fields": list(group_fields)})
-    return store
-
-
-def row(
-    i: int, *, value: int = 0, country: str = "NL", pseudonym: str | None = None, round: str = ""
-) -> ReportRow:
-    return ReportRow(
-        report_id=f"{i:032x}",
-        pseudonym=pseudonym or f"{i:064x}",
-        groups={"country": country},
-        report_json=json.dumps(value),
-        support=(value,),
-        round=round,
-    )
 
 
 def ingest(store: Store, rows: list[ReportRow], campaign_id: str = "c1") -> list[tuple[str, str | None]]:
@@ -131,6 +100,7 @@ def test_a_failed_transaction_stores_nothing(database_target: str | Path) -> Non
     assert ingest(store, [row(1)]) == [("accepted", None)]  # the connection is usable again
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     batches=st.lists(
@@ -165,27 +135,6 @@ def test_tallies_always_equal_a_recount(database_target: str | Path, batches: li
 
 _EXAMPLES = [0]
 _STORES: dict[str, Store] = {}
-
-
-def _ingest_in_child(path: str, start: int) -> None:
-    store = Store(path)
-    for i in range(start, start + 50):
-        store.ingest("c1", [row(i), row(i + 10_000, pseudonym=f"{i:064x}")], k=K, group_fields=("country",))
-
-
-def test_processes_share_the_database_without_losing_or_doubling_reports(database_target: str | Path) -> None:
-    store = make_store(database_target)
-    ctx = multiprocessing.get_context("spawn")
-    target = str(store.path) if not store.postgres else str(database_target)
-    children = [ctx.Process(target=_ingest_in_child, args=(target, s)) for s in (0, 25, 50)]
-    for child in children:
-        child.start()
-    for child in children:
-        child.join(60)
-        assert child.exitcode == 0
-    # ids 0..99 arrive, some twice and under two report ids each: each device is counted exactly once
-    assert store.count_reports("c1") == 100
-    assert store.all_tallies("c1")[OVERALL] == StoredTally(100, [100, 0, 0, 0])
 
 
 # ---------------------------------------------------------------------------------------------- rounds
