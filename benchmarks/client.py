@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.harness import ServerProcess
-from deniable.client import Client, Response, simulate_fleet
+from deniable.client import Client, Response
+from deniable.client.fleet import simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
 from deniable.client.state import DeviceState, ReportRow
 from deniable.shared.descriptor import CampaignConfig

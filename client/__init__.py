@@ -26,7 +26,6 @@ from deniable.shared.errors import (
 )
 
 from .device import Client, ForgetWarning, Forgotten, Receipt
-from .fleet import FleetResult, simulate_fleet
 from .ledger import CampaignSpend, Ledger
 from .outbox import FlushResult, RetryPolicy
 from .state import ExpiredReport, PendingReport, Rejection, default_state_dir
@@ -43,7 +42,6 @@ __all__ = [
     "DeniableError",
     "DeviceStateError",
     "ExpiredReport",
-    "FleetResult",
     "FlushResult",
     "ForgetWarning",
     "Forgotten",
@@ -61,5 +59,4 @@ __all__ = [
     "TransportError",
     "UnknownCampaign",
     "default_state_dir",
-    "simulate_fleet",
 ]

@@ -23,7 +23,7 @@ import numpy as np
 
 from deniable.aggregator.harness import running_server
 from deniable.analyst import Analyst
-from deniable.client import simulate_fleet
+from deniable.client.fleet import simulate_fleet
 
 CAMPAIGN = "commute-2026"
 QUESTION = "How do you usually get to work?"

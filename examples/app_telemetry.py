@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from deniable.aggregator.harness import running_server
-from deniable.client import simulate_fleet
+from deniable.client.fleet import simulate_fleet
 
 CAMPAIGN = "top-feature-2026"
 PLATFORMS = ["android", "ios", "web"]

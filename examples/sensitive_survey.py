@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from deniable.aggregator.harness import running_server
-from deniable.client import Client, simulate_fleet
+from deniable.client import Client
+from deniable.client.fleet import simulate_fleet
 
 CAMPAIGN = "cheating-2026"
 

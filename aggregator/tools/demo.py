@@ -55,7 +55,7 @@ CATEGORIES = ["no", "yes"]
 def _fleet(server: ServerProcess, campaign_id: str, answers: list[str], *, central: bool, label: str) -> None:
     from tqdm import tqdm
 
-    from deniable.client import simulate_fleet
+    from deniable.client.fleet import simulate_fleet
 
     with tqdm(total=len(answers), desc=label, unit=" devices", leave=True) as bar:
 

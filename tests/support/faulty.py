@@ -1,6 +1,9 @@
-"""A faulty aggregator on loopback: a real HTTP server that forwards to a real aggregator, or answers what
-a test scripts (a redirect, an HTML 404, a 413, a 429 with Retry-After, a 503, a body that is not JSON, a
-200 without results, ...).
+"""Faults between a device and its aggregator, in two places: on the wire (:class:`FaultyAggregator`) and in
+the client's ``Transport`` (:class:`FaultyTransport`, the one fake transport of the tests).
+
+:class:`FaultyAggregator` is a faulty aggregator on loopback: a real HTTP server that forwards to a real
+aggregator, or answers what a test scripts (a redirect, an HTML 404, a 413, a 429 with Retry-After, a 503,
+a body that is not JSON, a 200 without results, ...).
 
 Usage::
 
@@ -19,6 +22,17 @@ proxy on loopback that forwards bytes both ways, and, when armed with ``drop_on(
 cuts the next connection whose client sends that pattern (with a TCP reset, both sides at once): before
 forwarding it (the transaction dies uncommitted), or once the server answers it (it committed, and the
 client never hears so).
+
+:class:`FaultyTransport` wraps any ``Transport`` (``HTTPTransport(url)`` to a real server, :class:`AppTransport`
+over the Flask test client in the same process, or a plain function ``(method, path, body) -> Response``):
+it records every request and answer and injects the faults a test switches on::
+
+    link = FaultyTransport(HTTPTransport(aggregator.url), posts_down=True)   # POSTs never arrive
+    client = Client(aggregator.url, state_dir, transport=link)
+    ...
+    link.posts_down = False; link.fail_posts(2, status=503)                 # two 503s, then through
+    link.edit_config = lambda c: c.update(epsilon=3.0)                      # a tampered descriptor
+    link.after_post = lambda request, response: ...                          # crash, report, linger
 """
 
 from __future__ import annotations
@@ -35,7 +49,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Answer", "FaultyAggregator", "FaultyTcpProxy", "Request"]
+from deniable.client import Response, TransportError
+
+__all__ = ["Answer", "AppTransport", "FaultyAggregator", "FaultyTcpProxy", "FaultyTransport", "Request"]
 
 
 @dataclass(frozen=True)
@@ -292,3 +308,98 @@ class FaultyTcpProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ---------------------------------------------------------------------------------------- the fake Transport
+
+
+class AppTransport:
+    """The client's ``Transport`` contract over the Flask test client of an app in this process (serialized:
+    the test client is not thread-safe). ``http`` is the test client, for a test's own admin requests."""
+
+    def __init__(self, app: Any) -> None:
+        self.http = app.test_client()
+        self._lock = threading.Lock()
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        with self._lock:
+            answer = self.http.open(path, method=method, json=body)
+            return Response(answer.status_code, answer.get_json(silent=True))
+
+
+class FaultyTransport:
+    """A ``Transport`` that forwards to ``inner`` and injects faults; the only fake transport of the tests.
+
+    Every request is recorded in ``requests`` (as sent, faults or not) and every answer that came back in
+    ``answers``. The faults, each an attribute a test may flip at any time:
+
+    * ``down``: every request raises ``TransportError`` (the network is gone);
+    * ``posts_down``: every POST raises ``TransportError`` after it was recorded (an observer kept the
+      packet; the device sees a network failure), GETs still pass;
+    * :meth:`fail_posts` ``(n, status=None)``: the next ``n`` POSTs fail without reaching ``inner``, raising
+      ``TransportError`` or answering ``status`` with an error body;
+    * ``edit_config``: GET answers that are JSON objects are copied and edited in place by it (a tampered
+      descriptor);
+    * ``edit_post``: POST bodies are replaced by what it returns before they are forwarded;
+    * ``after_post``: called with the request and the answer after every answered POST (raise there to
+      crash the device after the aggregator stored the batch; report to a parent process; linger).
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        down: bool = False,
+        posts_down: bool = False,
+        edit_config: Callable[[dict[str, Any]], None] | None = None,
+        edit_post: Callable[[Any], Any] | None = None,
+        after_post: Callable[[Request, Response], None] | None = None,
+    ) -> None:
+        self._send: Callable[[str, str, Any], Response] = inner.request if hasattr(inner, "request") else inner
+        self.down = down
+        self.posts_down = posts_down
+        self.edit_config = edit_config
+        self.edit_post = edit_post
+        self.after_post = after_post
+        self.failures = 0
+        self.failure_status: int | None = None
+        self.requests: list[Request] = []
+        self.answers: list[Response] = []
+
+    @property
+    def posts(self) -> int:
+        """How many POSTs the device sent (including those a fault stopped)."""
+        return sum(1 for r in self.requests if r.method == "POST")
+
+    def posted(self) -> list[Request]:
+        """The POSTs as sent."""
+        return [r for r in self.requests if r.method == "POST"]
+
+    def fail_posts(self, n: int, status: int | None = None) -> None:
+        """The next ``n`` POSTs fail: ``TransportError`` (``status=None``) or an answer with that status."""
+        self.failures, self.failure_status = n, status
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        if method == "POST" and self.edit_post is not None:
+            body = self.edit_post(body)
+        request = Request(method, path, body)
+        self.requests.append(request)
+        if self.down:
+            raise TransportError("network unreachable (simulated)")
+        if method == "POST":
+            if self.posts_down:
+                raise TransportError("connection reset (simulated: the packet never arrived)")
+            if self.failures > 0:
+                self.failures -= 1
+                if self.failure_status is None:
+                    raise TransportError("connection refused (simulated)")
+                return Response(self.failure_status, {"error": {"code": "unavailable", "message": "busy"}})
+        response = self._send(method, path, body)
+        if method == "GET" and self.edit_config is not None and isinstance(response.body, dict):
+            config = dict(response.body)
+            self.edit_config(config)
+            response = Response(response.status, config)
+        self.answers.append(response)
+        if method == "POST" and self.after_post is not None:
+            self.after_post(request, response)
+        return response

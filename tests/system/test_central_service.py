@@ -14,7 +14,8 @@ from support.server import RunningServer
 
 from deniable.aggregator import estimates
 from deniable.aggregator.store import Store
-from deniable.client import InvalidConfig, simulate_fleet
+from deniable.client import InvalidConfig
+from deniable.client.fleet import simulate_fleet
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.keys import generate_keypair

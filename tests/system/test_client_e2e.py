@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.faulty import FaultyTransport, Request
 from support.server import RunningServer
 
 from deniable.client import (
@@ -27,8 +28,8 @@ from deniable.client import (
     Response,
     RetryPolicy,
     TransportError,
-    simulate_fleet,
 )
+from deniable.client.fleet import simulate_fleet
 from deniable.shared.mechanisms import mechanism_from_name
 from deniable.shared.mechanisms.estimate import score_interval
 
@@ -160,21 +161,13 @@ def test_crash_mid_flush_delivers_everything_exactly_once(aggregator: RunningSer
     for cid in ids:
         aggregator.create_campaign(id=cid, question="q?", categories=["a", "b", "c"], epsilon=0.5)
 
-    class DiesAfterSecondBatch:
-        def __init__(self) -> None:
-            self.inner = HTTPTransport(aggregator.url)
-            self.posts = 0
+    def die_after_the_second_batch(request: Request, response: Response) -> None:
+        if link.posts == 2:
+            raise Crash
 
-        def request(self, method: str, path: str, body: Any = None) -> Response:
-            response = self.inner.request(method, path, body)
-            if method == "POST":
-                self.posts += 1
-                if self.posts == 2:
-                    raise Crash
-            return response
-
+    link = FaultyTransport(HTTPTransport(aggregator.url), after_post=die_after_the_second_batch)
     state = tmp_path / "device"
-    client = Client(aggregator.url, state, transport=DiesAfterSecondBatch())
+    client = Client(aggregator.url, state, transport=link)
     for i, cid in enumerate(ids):
         client.submit(cid, "abc"[i % 3])
     with pytest.raises(Crash):

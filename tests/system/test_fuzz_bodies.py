@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.reports import simulate_envelopes
 from support.server import RunningServer
+from support.strategies import broken_envelope_field, finite_json
 
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, hpke_info, signed_message
@@ -57,17 +58,6 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-JSON_SCALARS = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=50)
-)
-JSON_VALUES = st.recursive(
-    JSON_SCALARS,
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
-    max_leaves=30,
-)
-B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
 
 class Pool(list[dict[str, Any]]):
     """Envelopes with a short repr (hypothesis prints the arguments of a failing example)."""
@@ -110,35 +100,6 @@ def _post_raw(server: RunningServer, path: str, data: bytes, content_type: str |
 # ------------------------------------------------------------------------------------- malformed envelopes
 
 
-def _bad_base64() -> st.SearchStrategy[str]:
-    return st.one_of(
-        st.text(min_size=1, max_size=120).filter(lambda s: any(c not in B64URL for c in s)),  # foreign chars
-        st.text(B64URL, min_size=64, max_size=120).map(lambda s: s + "="),  # padding
-        st.text(B64URL, min_size=1, max_size=120).filter(lambda s: len(s) % 4 == 1),  # impossible length
-        st.text(B64URL, max_size=60),  # decodes to fewer than 48 bytes
-        st.binary(min_size=48, max_size=90)
-        .map(  # non-canonical trailing bits
-            lambda b: (lambda t: t[:-1] + B64URL[(B64URL.index(t[-1]) | 1) % 64])(
-                base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-            )
-        )
-        .filter(lambda t: len(t) % 4 in (2, 3)),
-    )
-
-
-def _broken_field() -> st.SearchStrategy[tuple[str, Any]]:
-    hexes = st.text("0123456789abcdef", max_size=80)
-    return st.one_of(
-        st.tuples(st.just("ct"), _bad_base64() | JSON_VALUES.filter(lambda v: not isinstance(v, str))),
-        st.tuples(st.sampled_from(["report_id", "pseudonym"]), hexes | JSON_VALUES | st.text(max_size=70)),
-        st.tuples(st.just("report_id"), st.text("0123456789ABCDEF", min_size=32, max_size=32)),
-        st.tuples(st.just("v"), JSON_VALUES.filter(lambda v: v != 1 or isinstance(v, bool))),
-        st.tuples(st.just("<drop>"), st.sampled_from(["v", "report_id", "pseudonym", "ct"])),
-        st.tuples(st.just("<extra>"), st.text(min_size=1, max_size=20)),
-        st.tuples(st.just("<replace>"), JSON_VALUES),
-    )
-
-
 def _break(envelope: dict[str, Any], field: str, value: Any) -> Any:
     if field == "<drop>":
         return {k: v for k, v in envelope.items() if k != value}
@@ -157,7 +118,8 @@ def test_malformed_envelopes_are_rejected_and_spare_their_neighbours(
     index = data.draw(st.integers(0, POOL - 1))
     valid = pool[index]
     broken = [
-        _break(pool[(index + 1 + i) % POOL], *data.draw(_broken_field())) for i in range(data.draw(st.integers(1, 4)))
+        _break(pool[(index + 1 + i) % POOL], *data.draw(broken_envelope_field()))
+        for i in range(data.draw(st.integers(1, 4)))
     ]
     position = data.draw(st.integers(0, len(broken)))
     batch = [*broken[:position], valid, *broken[position:]]
@@ -188,7 +150,7 @@ def test_random_ciphertexts_of_every_length_are_rejected(
 
 
 @FUZZ
-@given(body=JSON_VALUES)
+@given(body=finite_json)
 def test_arbitrary_json_bodies(aggregator: RunningServer, pool: list[dict[str, Any]], body: Any) -> None:
     assert_clean(aggregator.post(REPORTS, json=body))
     assert_clean(aggregator.post("/api/v1/campaigns", role="admin", json=body))

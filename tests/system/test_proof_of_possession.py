@@ -16,30 +16,19 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from support.faulty import FaultyTransport
 from support.server import RunningServer
 
 from deniable.aggregator.store import Store
 from deniable.client import Client
-from deniable.client.transport import HTTPTransport, Response, TransportError
+from deniable.client.transport import HTTPTransport
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import PROOF_FAILED, Envelope, hpke_info, seal, signed_message
 
 
-class Wiretap:
-    """The device's link: every POST body is recorded (the observer's capture); while ``down`` the
-    envelope never arrives (the device sees a network failure and keeps it queued)."""
-
-    def __init__(self, url: str) -> None:
-        self.inner = HTTPTransport(url)
-        self.captured: list[dict[str, Any]] = []
-        self.down = True
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        if method == "POST":
-            self.captured.extend(body["reports"])
-            if self.down:
-                raise TransportError("connection reset (the observer kept the packet)")
-        return self.inner.request(method, path, body)
+def _captured(link: FaultyTransport) -> list[dict[str, Any]]:
+    """The envelopes an observer on the device's link captured (every POST body, the retries too)."""
+    return [envelope for request in link.posted() for envelope in request.body["reports"]]
 
 
 def _forge(config: CampaignConfig, captured: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
@@ -74,19 +63,19 @@ def test_an_observer_cannot_replace_a_devices_answer(
         fields.update(trust_model="central", budget=2.0)
     config = CampaignConfig.from_json(aggregator.create_campaign(**fields))
     assert config.format_version == 2
-    link = Wiretap(aggregator.url)
+    link = FaultyTransport(HTTPTransport(aggregator.url), posts_down=True)  # the observer keeps the packets
     device = Client(aggregator.url, tmp_path / "device", transport=link, allow_central=True)
     device.submit(cid, "yes")
     assert device.deliver().delivered == 0  # the envelope was captured on the way and never arrived
-    captured = link.captured[0]
-    assert all(e == captured for e in link.captured)  # retries resend the identical envelope
+    captured = _captured(link)[0]
+    assert all(e == captured for e in _captured(link))  # retries resend the identical envelope
 
     forged = _forge(config, captured, config.make_payload(0, {}))  # the forger's answer: "no"
     body = aggregator.post(f"/api/v1/campaigns/{cid}/reports", json={"reports": forged}).json()
     assert body["accepted"] == body["duplicate"] == 0, body
     assert {r["reason"] for r in body["results"]} == {PROOF_FAILED}
 
-    link.down = False
+    link.posts_down = False
     result = device.deliver()
     assert (result.delivered, result.rejected, result.pending) == (1, 0, 0), result  # accepted, not "duplicate"
     store = Store(aggregator.data_dir / "deniable.sqlite3")
@@ -133,16 +122,16 @@ def test_an_observer_cannot_pre_empt_a_devices_report_id_under_its_own_key(
     if trust_model == "central":
         fields.update(trust_model="central", budget=2.0)
     config = CampaignConfig.from_json(aggregator.create_campaign(**fields))
-    link = Wiretap(aggregator.url)
+    link = FaultyTransport(HTTPTransport(aggregator.url), posts_down=True)
     device = Client(aggregator.url, tmp_path / "device", transport=link, allow_central=True)
     device.submit(cid, "yes")
     assert device.deliver().delivered == 0
-    captured = link.captured[0]
+    captured = _captured(link)[0]
     squat = config.seal(config.make_payload(0, {}), device_secret=b"\x07" * 32, report_id=captured["report_id"])
     body = aggregator.post(f"/api/v1/campaigns/{cid}/reports", json={"reports": [squat.to_json()]}).json()
     assert body["accepted"] == 1, body  # a device of its own (Sybils are the admission tokens' business)
 
-    link.down = False
+    link.posts_down = False
     result = device.deliver()
     assert (result.delivered, result.accepted, result.pending) == (1, 1, 0), result  # counted, not "duplicate"
     store = Store(aggregator.data_dir / "deniable.sqlite3")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.faulty import FaultyTransport, Request
 from support.server import RunningServer
 
 from deniable.aggregator.app import DATABASE_NAME
@@ -37,25 +38,14 @@ LINGER = 0.3
 pytestmark = pytest.mark.slow
 
 
-class _ReportingTransport:
-    """The client's HTTP transport, telling the parent after each answered POST, then lingering."""
-
-    def __init__(self, url: str, conn: Any, linger: float) -> None:
-        self._inner = HTTPTransport(url, timeout=10.0)
-        self._conn = conn
-        self._linger = linger
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        response = self._inner.request(method, path, body)
-        if method == "POST":
-            self._conn.send(("answered", path, response.status))
-            time.sleep(self._linger)
-        return response
-
-
 def flush_in_child(url: str, state_dir: str, conn: Any, linger: float) -> None:
     """A device process: open the state dir, flush the outbox (batch size 1), report the result."""
-    client = Client(url, state_dir, transport=_ReportingTransport(url, conn, linger), batch_size=1)
+    def report_then_linger(request: Request, response: Response) -> None:  # the kill lands in the linger
+        conn.send(("answered", request.path, response.status))
+        time.sleep(linger)
+
+    link = FaultyTransport(HTTPTransport(url, timeout=10.0), after_post=report_then_linger)
+    client = Client(url, state_dir, transport=link, batch_size=1)
     result = client.deliver()
     conn.send(("done", result.delivered, result.accepted, result.duplicate, result.rejected, result.pending))
     client.close()

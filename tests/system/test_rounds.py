@@ -19,7 +19,8 @@ from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
 from deniable.aggregator.keyring import load_private_key
-from deniable.client import Client, simulate_fleet
+from deniable.client import Client
+from deniable.client.fleet import simulate_fleet
 from deniable.client.memo import permanent_response, round_report_id
 from deniable.client.report import seal_answer
 from deniable.client.state import DB_FILE

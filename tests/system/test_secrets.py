@@ -30,11 +30,13 @@ import numpy as np
 import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
+from support.faulty import FaultyTransport
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
 from deniable.aggregator.keyring import load_private_key
-from deniable.client import Client, HTTPTransport, Response, simulate_fleet
+from deniable.client import Client, HTTPTransport
+from deniable.client.fleet import simulate_fleet
 from deniable.client.state import SECRET_FILE
 
 LABELS = ["ans-zq7-never", "ans-zq7-rarely", "ans-zq7-often"]
@@ -43,19 +45,6 @@ USER_AGENT = "secret-scan-agent/9.9"
 ACCOUNT = "account-zq7-alice@example.org"
 
 pytestmark = pytest.mark.slow
-
-
-class CollectingTransport:
-    """The client's HTTP transport, keeping every answer it receives for the scan."""
-
-    def __init__(self, url: str, seen: list[str]) -> None:
-        self._inner = HTTPTransport(url, timeout=30.0)
-        self._seen = seen
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        response = self._inner.request(method, path, body)
-        self._seen.append(f"{response.status} {json.dumps(response.body)}")
-        return response
 
 
 def _encodings(raw: bytes) -> list[str]:
@@ -117,8 +106,7 @@ def _run_scenario(server: RunningServer, tmp_path: Path, seen: list[str]) -> lis
     server.post("/api/v1/campaigns/s-oue/reports", json={"reports": envelopes[60:62]})  # closed: 409
     server.post("/api/v1/campaigns/s-grr/reports", data=b"{nope", headers={"Content-Type": "application/json"})
 
-    seen_by_client: list[str] = []
-    transport = CollectingTransport(server.url, seen_by_client)
+    transport = FaultyTransport(HTTPTransport(server.url, timeout=30.0))  # no fault: it keeps every answer
     server.create_campaign(
         id="s-tokens", question="How often?", categories=LABELS, epsilon=1.0, admission={"tokens_per_account": 2}
     )
@@ -137,7 +125,7 @@ def _run_scenario(server: RunningServer, tmp_path: Path, seen: list[str]) -> lis
         device.flush()
     fleet = simulate_fleet(server.url, "s-olh", [LABELS[0], LABELS[2]] * 20, transport=transport)
     assert fleet.accepted == 40
-    seen.extend(seen_by_client)
+    seen.extend(f"{answer.status} {json.dumps(answer.body)}" for answer in transport.answers)
 
     for raw in (b"GARBAGE\r\n\r\n", b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n"):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:

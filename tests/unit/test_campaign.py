@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.strategies import any_json, campaign_configs
 
 from deniable.shared.canonical_json import canonical_json
 from deniable.shared.descriptor import MAX_CATEGORIES, CampaignConfig
@@ -204,39 +205,10 @@ def test_boundaries_are_inclusive() -> None:
 
 # ---------------------------------------------------------------------------------------- round trips
 
-labels = st.text(min_size=1, max_size=12).filter(lambda s: s.strip() == s)
-group_labels = st.text(min_size=1, max_size=8).filter(lambda s: s.strip() == s)
-slugs = st.from_regex(r"[a-z0-9][a-z0-9-]{0,20}", fullmatch=True)
 
-
-@st.composite
-def configs(draw: st.DrawFn) -> CampaignConfig:
-    categories = draw(st.lists(labels, min_size=2, max_size=12, unique=True))
-    epsilon = draw(st.floats(min_value=0.01, max_value=10.0))
-    central = draw(st.booleans())
-    mechanisms = ["auto", "grr", "oue", "olh"] + (["binary-rr"] if len(categories) == 2 else [])
-    group_fields = draw(st.lists(slugs, max_size=3, unique=True))
-    return CampaignConfig.create(
-        id=draw(slugs),
-        question=draw(st.text(min_size=1, max_size=50)),
-        categories=categories,
-        epsilon=epsilon,
-        public_key=KEY,
-        mechanism=None if central else draw(st.sampled_from(mechanisms)),
-        group_fields=group_fields,
-        trust_model="central" if central else "local",
-        budget=draw(st.floats(min_value=epsilon, max_value=100.0)) if central else None,
-        adjacency=draw(st.sampled_from(["add-remove", "replace"])) if central else None,
-        group_values={
-            name: draw(st.lists(group_labels, min_size=1, max_size=4, unique=True))
-            for name in group_fields
-            if central or draw(st.booleans())
-        },
-    )
-
-
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
-@given(configs())
+@given(campaign_configs(KEY))
 def test_config_json_round_trip(c: CampaignConfig) -> None:
     wire = json.loads(json.dumps(c.to_json()))
     back = CampaignConfig.from_json(wire)
@@ -431,13 +403,6 @@ BAD_PAYLOADS = [
 def test_decode_payload_rejects_bad_payloads(c: CampaignConfig, payload: object, match: str) -> None:
     with pytest.raises(InvalidReport, match=match):
         c.decode_payload(payload)
-
-
-any_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=10,
-)
 
 
 @settings(max_examples=200, deadline=None)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chi2, laplace
+from support.strategies import cent_epsilons as decimals
 
 from deniable.aggregator import central
 from deniable.aggregator.store import ReportRow, Store
@@ -32,6 +33,7 @@ def _chi_square_p_ok(observed: np.ndarray, expected: np.ndarray) -> tuple[float,
     return stat, float(chi2.ppf(1 - FALSE_FAILURE, observed.size - 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("epsilon", "adjacency"), [(1.0, "add-remove"), (0.5, "replace")])
 def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str) -> None:
     """χ² of DRAWS released bins (the exact sampler on a seeded randbelow) against
@@ -65,6 +67,7 @@ def test_discrete_laplace_noise_has_its_exact_law(epsilon: float, adjacency: str
     assert sd == pytest.approx(math.sqrt(2 * a) / (1 - a), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_lattice_laplace_noise_follows_the_laplace_law_on_its_grid() -> None:
     epsilon = 0.8
     scale = noise.noise_scale(epsilon, 1)
@@ -99,8 +102,6 @@ def test_noise_names_and_adjacencies_are_validated() -> None:
 
 
 # -- the accountant --------------------------------------------------------------------------------
-
-decimals = st.integers(min_value=1, max_value=300).map(lambda c: float(Decimal(c) / 100))
 
 
 @settings(max_examples=200, deadline=None)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.strategies import central_epsilons as floats
 
 from deniable.aggregator import central
 from deniable.aggregator.migrations import MIGRATIONS, migrate
@@ -66,9 +67,6 @@ def test_the_issues_numbers_through_the_store_allow_fourteen_releases(tmp_path: 
     assert store.get_campaign("c").epsilon_spent == spent
     raw = sqlite3.connect(tmp_path / "deniable.sqlite3").execute("SELECT epsilon_spent FROM campaigns").fetchone()
     assert raw == ("44.033961424236574",)
-
-
-floats = st.floats(min_value=1e-3, max_value=20.0, allow_nan=False, allow_infinity=False)
 
 
 @settings(max_examples=300, deadline=None)

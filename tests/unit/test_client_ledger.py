@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.faulty import FaultyTransport
+from support.strategies import ledger_answers, ledger_epsilons
 
 from deniable.client import BudgetExceeded, Client, InvalidParameter, Response
 from deniable.client.ledger import check_budget
@@ -21,36 +19,28 @@ from deniable.shared.keys import encode_key, generate_keypair
 _PUBLIC = encode_key(generate_keypair()[1])
 
 
-class Campaigns:
+def campaigns(epsilons: list[float]) -> FaultyTransport:
     """An in-memory stand-in for ``GET /api/v1/campaigns/<id>``: campaign ``c<i>`` has ε = epsilons[i] and is
     recurring (collects in rounds) when i is odd."""
+    configs = {
+        f"c{i}": CampaignConfig.create(
+            id=f"c{i}", question="q?", categories=["a", "b", "c"], epsilon=eps, mechanism="grr",
+            public_key=_PUBLIC, recurring=i % 2 == 1,
+        ).to_json()
+        for i, eps in enumerate(epsilons)
+    }
 
-    def __init__(self, epsilons: list[float]) -> None:
-        self.configs = {
-            f"c{i}": CampaignConfig.create(
-                id=f"c{i}", question="q?", categories=["a", "b", "c"], epsilon=eps, mechanism="grr",
-                public_key=_PUBLIC, recurring=i % 2 == 1,
-            ).to_json()
-            for i, eps in enumerate(epsilons)
-        }
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
+    def serve(method: str, path: str, body: Any = None) -> Response:
         assert method == "GET", "this stand-in serves configs only"
-        return Response(200, self.configs[path.rsplit("/", 1)[-1]])
+        return Response(200, configs[path.rsplit("/", 1)[-1]])
 
-
-epsilons = st.lists(
-    st.sampled_from([0.1, 0.25, 0.3, 0.5, 1.0, 1.5, 2.0, 3.0, 4.5]), min_size=1, max_size=6
-)
-answers = st.lists(
-    st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), st.integers(0, 3)), min_size=1, max_size=25
-)
+    return FaultyTransport(serve)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    epsilons=epsilons,
-    answers=answers,
+    epsilons=ledger_epsilons,
+    answers=ledger_answers,
     lifetime=st.sampled_from([1.0, 2.5, 4.0, 10.0]),
     cap=st.sampled_from([1.0, 3.0, 4.0]),
 )
@@ -58,7 +48,7 @@ def test_no_sequence_of_answers_exceeds_a_budget(
     epsilons: list[float], answers: list[tuple[int, str, bool]], lifetime: float, cap: float
 ) -> None:
     client = Client(
-        "http://127.0.0.1:9", None, transport=Campaigns(epsilons), lifetime_budget=lifetime,
+        "http://127.0.0.1:9", None, transport=campaigns(epsilons), lifetime_budget=lifetime,
         max_epsilon_per_campaign=cap,
     )
     spent: dict[str, Fraction] = {}
@@ -127,7 +117,7 @@ def test_check_budget_is_exact_at_the_boundary(spent: Fraction, requested: Fract
 
 
 def test_spending_exactly_the_whole_budget_is_allowed() -> None:
-    client = Client("http://127.0.0.1:9", None, transport=Campaigns([2.5, 2.5, 0.5]), lifetime_budget=5.0)
+    client = Client("http://127.0.0.1:9", None, transport=campaigns([2.5, 2.5, 0.5]), lifetime_budget=5.0)
     client.submit("c0", "a")
     client.submit("c1", "b", recurring=True, round="r1")  # odd campaigns are recurring
     with pytest.raises(BudgetExceeded, match=r"ε=0 left"):
@@ -135,14 +125,3 @@ def test_spending_exactly_the_whole_budget_is_allowed() -> None:
     assert client.ledger().remaining == 0.0
 
 
-def test_cli_ledger_of_a_device_that_never_answered_creates_nothing(tmp_path: Path) -> None:
-    state = tmp_path / "never"
-    out = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "ledger", "--state-dir", str(state), "--json"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )
-    assert json.loads(out.stdout) == {
-        "campaigns": [], "spent": 0.0, "lifetime_budget": 10.0, "remaining": 10.0,
-        "max_epsilon_per_campaign": 4.0, "pending": 0,
-    }
-    assert not state.exists()

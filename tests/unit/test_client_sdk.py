@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.faulty import AppTransport, FaultyTransport, Request
 
 import deniable.client
 from deniable.aggregator.app import create_app
@@ -36,22 +35,6 @@ from deniable.shared.errors import AnswerChanged, BatchRefused, DeviceSecretDama
 
 ADMIN = {"Authorization": "Bearer admin-token-for-tests"}
 ANALYST = {"Authorization": "Bearer analyst-token-for-tests"}
-
-
-class AppTransport:
-    """The client's Transport contract over the Flask test client (serialized: the test client is not
-    thread-safe)."""
-
-    def __init__(self, app: Any) -> None:
-        self.http = app.test_client()
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str]] = []
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        with self.lock:
-            self.calls.append((method, path))
-            resp = self.http.open(path, method=method, json=body)
-            return Response(resp.status_code, resp.get_json(silent=True))
 
 
 class Server:
@@ -109,24 +92,20 @@ def test_public_names_are_pinned() -> None:
     assert sorted(deniable.client.__all__) == sorted(
         [
             "AdmissionTokenRequired", "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError",
-            "DeniableError", "DeviceStateError", "ExpiredReport", "FleetResult", "ForgetWarning", "Forgotten",
+            "DeniableError", "DeviceStateError", "ExpiredReport", "ForgetWarning", "Forgotten",
             "PendingReport", "TokenBatch",
             "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
             "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
-            "default_state_dir", "simulate_fleet",
+            "default_state_dir",
         ]
     )
     for name in deniable.client.__all__:
         assert hasattr(deniable.client, name)
+    # simulation is a testing tool, not part of the device SDK's surface: it has its own module
+    assert not hasattr(deniable.client, "simulate_fleet")
+    from deniable.client import fleet
 
-
-def test_client_imports_neither_numpy_nor_flask() -> None:
-    code = (
-        "import sys, deniable.client, deniable.client.cli\n"
-        "bad = [m for m in ('numpy', 'flask', 'requests', 'deniable.aggregator') if m in sys.modules]\n"
-        "assert not bad, bad\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    assert fleet.__all__ == ["FleetResult", "simulate_fleet"]
 
 
 @pytest.mark.parametrize(
@@ -268,21 +247,6 @@ def test_bad_campaign_ids(server: Server, make_client: Callable[..., Client]) ->
 # ---------------------------------------------------------------------------------------------- pinning
 
 
-class Tamper:
-    """Passes requests through, rewriting the config answers with ``edit``."""
-
-    def __init__(self, inner: AppTransport, edit: Callable[[dict[str, Any]], None]) -> None:
-        self.inner, self.edit = inner, edit
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        resp = self.inner.request(method, path, body)
-        if method == "GET" and isinstance(resp.body, dict):
-            config = dict(resp.body)
-            self.edit(config)
-            return Response(resp.status, config)
-        return resp
-
-
 @pytest.mark.parametrize(
     ("edit", "what"),
     [
@@ -297,7 +261,7 @@ def test_a_changed_config_is_refused_after_pinning(
 ) -> None:
     server.campaign("pinned", ["yes", "no"])
     make_client().submit("pinned", "yes")
-    tampered = make_client(transport=Tamper(server.transport, edit))
+    tampered = make_client(transport=FaultyTransport(server.transport, edit_config=edit))
     with pytest.raises(InvalidConfig, match="changed since this device pinned it") as info:
         tampered.submit("pinned", "yes")
     assert what in str(info.value)
@@ -315,7 +279,7 @@ def test_closing_a_campaign_is_not_a_change(server: Server, make_client: Callabl
 
 def test_a_config_for_another_campaign_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
     server.campaign("asked", ["yes", "no"])
-    swapped = make_client(transport=Tamper(server.transport, lambda c: c.update(id="other")))
+    swapped = make_client(transport=FaultyTransport(server.transport, edit_config=lambda c: c.update(id="other")))
     with pytest.raises(InvalidConfig, match=r"asked for the config of campaign 'asked'.*one for 'other'"):
         swapped.submit("asked", "yes")
     assert swapped.ledger().spent == 0.0
@@ -323,7 +287,7 @@ def test_a_config_for_another_campaign_is_refused(server: Server, make_client: C
 
 def test_an_invalid_config_is_refused(server: Server, make_client: Callable[..., Client]) -> None:
     server.campaign("invalid", ["yes", "no"])
-    bad = make_client(transport=Tamper(server.transport, lambda c: c.update(epsilon=0)))
+    bad = make_client(transport=FaultyTransport(server.transport, edit_config=lambda c: c.update(epsilon=0)))
     with pytest.raises(InvalidConfig, match=r"'epsilon' must be a number in \[0.001, 10\], got 0"):
         bad.submit("invalid", "yes")
 
@@ -387,30 +351,13 @@ def test_recurring_report_is_the_same_after_a_restart(server: Server, make_clien
 # ---------------------------------------------------------------------------------------------- outbox
 
 
-class Flaky:
-    """Fails POSTs ``failures`` times (raising TransportError, or answering ``status``), then passes."""
-
-    def __init__(self, inner: AppTransport, failures: int, status: int | None = None) -> None:
-        self.inner, self.failures, self.status = inner, failures, status
-        self.posts = 0
-
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        if method == "POST":
-            self.posts += 1
-            if self.failures > 0:
-                self.failures -= 1
-                if self.status is None:
-                    raise TransportError("connection refused (simulated)")
-                return Response(self.status, {"error": {"code": "unavailable", "message": "busy"}})
-        return self.inner.request(method, path, body)
-
-
 def test_outage_keeps_reports_queued_until_the_aggregator_is_back(
     server: Server, make_client: Callable[..., Client]
 ) -> None:
     server.campaign("outage", ["x", "y"])
     delays: list[float] = []
-    down = Flaky(server.transport, failures=10**6)
+    down = FaultyTransport(server.transport)
+    down.fail_posts(10**6)
     client = make_client(transport=down, retry=RetryPolicy(attempts=4, base=0.5, cap=1.5, sleep=delays.append))
     client.submit("outage", "x")
     result = client.deliver()
@@ -420,7 +367,7 @@ def test_outage_keeps_reports_queued_until_the_aggregator_is_back(
     for attempt, delay in enumerate(delays):  # min(cap, base·2^i) scaled by a jitter in [1/2, 1]
         bound = min(1.5, 0.5 * 2**attempt)
         assert bound / 2 <= delay <= bound
-    down.failures = 0
+    down.fail_posts(0)
     assert client.flush() == 1 and len(client.pending()) == 0
     assert server.n_reports("outage") == 1
 
@@ -429,28 +376,22 @@ def test_offline_submit_uses_the_config_validated_earlier(
     server: Server, make_client: Callable[..., Client]
 ) -> None:
     server.campaign("offline", ["a", "b"], recurring=True)
-    switch = {"down": False}
-
-    class Switch:
-        def request(self, method: str, path: str, body: Any = None) -> Response:
-            if switch["down"]:
-                raise TransportError("network unreachable (simulated)")
-            return server.transport.request(method, path, body)
-
-    client = make_client(transport=Switch())
+    link = FaultyTransport(server.transport)
+    client = make_client(transport=link)
     client.submit("offline", "a", recurring=True, round="r1")
-    switch["down"] = True
+    link.down = True
     client.submit("offline", "b", recurring=True, round="r2")  # answered offline under the validated config
     assert len(client.pending()) == 2
     with pytest.raises(TransportError):
-        make_client(state_dir=None, transport=Switch()).submit("offline", "a")  # never validated: refused
-    switch["down"] = False
+        make_client(state_dir=None, transport=link).submit("offline", "a")  # never validated: refused
+    link.down = False
     assert client.flush() == 2
 
 
 def test_5xx_is_retried_with_backoff(server: Server, make_client: Callable[..., Client]) -> None:
     server.campaign("busy", ["x", "y"])
-    flaky = Flaky(server.transport, failures=2, status=503)
+    flaky = FaultyTransport(server.transport)
+    flaky.fail_posts(2, status=503)
     client = make_client(transport=flaky)
     client.submit("busy", "y")
     result = client.deliver()
@@ -462,7 +403,7 @@ def test_a_batch_level_4xx_is_surfaced_keeps_the_report_and_is_not_retried_in_pl
 ) -> None:
     """A 409 campaign_closed answers for the campaign, not with a verdict on the report: it stays queued."""
     server.campaign("shut", ["x", "y"])
-    counting = Flaky(server.transport, failures=0)
+    counting = FaultyTransport(server.transport)
     client = make_client(transport=counting)
     receipt = client.submit("shut", "x")
     server.close("shut")
@@ -480,13 +421,11 @@ def test_a_rejected_report_is_recorded_with_its_reason(
 ) -> None:
     server.campaign("garbled", ["x", "y"])
 
-    class Garble:
-        def request(self, method: str, path: str, body: Any = None) -> Response:
-            if method == "POST":
-                body = {"reports": [{**e, "ct": e["ct"][:-4] + "AAAA"} for e in body["reports"]]}
-            return server.transport.request(method, path, body)
+    def garble_ciphertexts(body: Any) -> Any:
+        return {"reports": [{**e, "ct": e["ct"][:-4] + "AAAA"} for e in body["reports"]]}
 
-    client = make_client(transport=Garble())
+    garble = FaultyTransport(server.transport, edit_post=garble_ciphertexts)
+    client = make_client(transport=garble)
     client.submit("garbled", "x")
     result = client.deliver()
     assert (result.delivered, result.rejected) == (0, 1)
@@ -503,19 +442,12 @@ def test_crash_mid_flush_loses_nothing_and_counts_once(
 ) -> None:
     server.campaign("crash", ["a", "b", "c"])
 
-    class DiesAfterDelivery:
-        def __init__(self) -> None:
-            self.batches = 0
+    def die_after_the_second_batch(request: Request, response: Response) -> None:
+        if link.posts == 2:
+            raise Crash
 
-        def request(self, method: str, path: str, body: Any = None) -> Response:
-            resp = server.transport.request(method, path, body)
-            if method == "POST":
-                self.batches += 1
-                if self.batches == 2:
-                    raise Crash
-            return resp
-
-    crashing = make_client(state_dir=tmp_path / "multi", transport=DiesAfterDelivery(), batch_size=2)
+    link = FaultyTransport(server.transport, after_post=die_after_the_second_batch)
+    crashing = make_client(state_dir=tmp_path / "multi", transport=link, batch_size=2)
     for cid in ("crash-b", "crash-c"):
         server.campaign(cid, ["a", "b"])
     crashing.submit("crash", "a")
@@ -672,25 +604,15 @@ def test_cli_exit_codes(
 
     server.campaign("cli-codes", ["x", "y"])
     server.campaign("cli-codes-2", ["x", "y"])
-    posts_fail = {"on": False}
-
-    class Wired:
-        def __init__(self, url: str, *, timeout: float) -> None:
-            pass
-
-        def request(self, method: str, path: str, body: Any = None) -> Response:
-            if method == "POST" and posts_fail["on"]:
-                raise TransportError("connection reset (simulated)")
-            return server.transport.request(method, path, body)
-
-    monkeypatch.setattr("deniable.client.device.HTTPTransport", Wired)
+    link = FaultyTransport(server.transport)
+    monkeypatch.setattr("deniable.client.device.HTTPTransport", lambda url, *, timeout: link)
     monkeypatch.setattr("deniable.client.outbox.RetryPolicy.delay", lambda self, attempt: 0.0)
     base = ["submit", "--aggregator", "http://127.0.0.1:9", "--state-dir", str(tmp_path / "cli"), "--value", "x"]
     assert main([*base, "--campaign", "cli-codes"]) == 0
-    posts_fail["on"] = True
+    link.posts_down = True
     assert main([*base, "--campaign", "cli-codes-2"]) == 3
     assert "queued, not delivered yet: connection reset" in capsys.readouterr().err
-    posts_fail["on"] = False
+    link.posts_down = False
     assert main([*base, "--campaign", "cli-codes-2"]) == 0  # the memoized report goes out now
     assert server.n_reports("cli-codes-2") == 1
     with pytest.raises(SystemExit) as info:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from deniable.aggregator.commands import DEFAULT_DATA_DIR
-from deniable.client import simulate_fleet
+from deniable.client.fleet import simulate_fleet
 from deniable.shared.limits import CAMPAIGN_EPSILON, range_text
 
 ROOT = Path(__file__).parents[2]

@@ -16,6 +16,9 @@ from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.strategies import envelope_slugs as slugs
+from support.strategies import hex_text, payloads
+from support.strategies import wide_json as any_json
 
 from deniable.shared import base64url, formats, ids, keys, messages
 from deniable.shared import canonical_json as canonical_json_module
@@ -38,17 +41,7 @@ PRIVATE, PUBLIC = generate_keypair()
 SECRET = b"\x01" * 32
 PSEUDONYM = make_pseudonym(SECRET, "smoking-2026", 1)
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
-
-slugs = st.from_regex(r"[a-z0-9][a-z0-9-]{0,63}", fullmatch=True)
-hex32 = st.text("0123456789abcdef", min_size=32, max_size=32)
-hex64 = st.text("0123456789abcdef", min_size=64, max_size=64)
-json_leaves = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=20)
-json_values = st.recursive(
-    json_leaves,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
-payloads = st.dictionaries(st.text(max_size=10), json_values, max_size=5)
+hex32, hex64 = hex_text(32), hex_text(64)
 
 
 def sealed(payload: dict[str, object] | None = None, **kwargs: object) -> Envelope:
@@ -281,13 +274,6 @@ def test_ciphertext_length_bounds_are_inclusive() -> None:
     for size in (MIN_CIPHERTEXT_BYTES - 1, MAX_CIPHERTEXT_BYTES + 1):
         with pytest.raises(InvalidReport):
             Envelope(1, "0" * 32, "0" * 64, bytes(size))
-
-
-any_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=100),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
-    max_leaves=20,
-)
 
 
 @given(

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from support.strategies import mechanism_epsilons as epsilons
+from support.strategies import small_k
 
 import deniable.shared.mechanisms as mechanisms
 from deniable.shared.errors import InvalidParameter, InvalidReport
@@ -26,9 +28,6 @@ from deniable.shared.mechanisms import (
     project_to_simplex,
 )
 from deniable.shared.sampling import seeded_randbelow
-
-epsilons = st.floats(min_value=0.05, max_value=8.0, allow_nan=False)
-small_k = st.integers(min_value=2, max_value=9)
 
 
 def all_reports(m: Mechanism, rng: np.random.Generator) -> list:
@@ -49,6 +48,7 @@ def worst_ratio(m: Mechanism, rng: np.random.Generator) -> float:
     return worst
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(eps=epsilons, k=st.integers(min_value=2, max_value=7), name=st.sampled_from(["grr", "oue", "olh"]))
 def test_likelihood_ratio_never_exceeds_e_eps_and_reaches_it(eps: float, k: int, name: str) -> None:
