@@ -55,12 +55,12 @@ __all__ = [
 GRACEFUL_TIMEOUT = 15
 
 
-class PrivateLogger(Logger):  # type: ignore[misc]
+class PrivateLogger(Logger):
     """gunicorn's logger with every record escaped into one line (:mod:`deniable.aggregator.log_format`)."""
 
     def _set_handler(self, log: Any, output: Any, fmt: logging.Formatter, stream: Any = None) -> None:
         escaping = EscapingFormatter(fmt._fmt, fmt.datefmt)
-        super()._set_handler(log, output, escaping, stream)
+        super()._set_handler(log, output, escaping, stream)  # type: ignore[misc]  # private, not in the stubs
 
 
 def _raw_answer(status: int, reason: str, code: str, message: str, extra: str = "") -> bytes:
@@ -246,7 +246,7 @@ def gunicorn_options(
     }
 
 
-class AggregatorServer(BaseApplication):  # type: ignore[misc]
+class AggregatorServer(BaseApplication):
     """gunicorn application serving ``Front(a2wsgi(create_app(app_config)))`` with the given options."""
 
     def __init__(
