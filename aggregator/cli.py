@@ -48,7 +48,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deniable.aggregator.tools.compare",
     "deniable.aggregator.tools.audit",
     "deniable.aggregator.tools.demo",
-    "deniable.aggregator.batch.cli",
+    "deniable.aggregator.batch.subcommands",
     "deniable.aggregator.planning",
 )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import current_app
 
-from deniable.aggregator import accountant, estimates, ingest
+from deniable.aggregator import accountant, estimation, ingest
 from deniable.aggregator.central import remaining
 from deniable.aggregator.database import Connection, driver_errors
 from deniable.aggregator.issuer import IssuerKeys
@@ -399,7 +399,7 @@ class Service:
         """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
         a new one, logged with the caller's ``role``; ``sample`` a Poisson-subsampling rate) of a campaign."""
         config = self.campaign(campaign_id)
-        return estimates.estimate(
+        return estimation.estimate(
             self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round,
             role=role, sample=sample, group_after=group_after,
         )  # fmt: skip
@@ -418,7 +418,7 @@ class Service:
     def _policy_body(self, campaign_id: str) -> dict[str, Any]:
         conn = self.store.connection()
         row = self.store.release_policy(conn, campaign_id)
-        policy = estimates.release_policy(self.store, conn, campaign_id)
+        policy = estimation.release_policy(self.store, conn, campaign_id)
         earliest = next_refresh_at(policy, self.store.last_release_at(conn, campaign_id))
         return {
             "campaign_id": campaign_id,
@@ -484,13 +484,13 @@ class Service:
 
     def top(self, campaign_id: str, *, j: int, refresh: bool = False, role: str = "analyst") -> dict[str, Any]:
         """The j most common answers of a central campaign (exponential mechanism), charged to its budget."""
-        return estimates.central_top(self.store, self.campaign(campaign_id), j=j, refresh=refresh, role=role)
+        return estimation.central_top(self.store, self.campaign(campaign_id), j=j, refresh=refresh, role=role)
     def stored_estimate(
         self, campaign_id: str, *, group_by: str | None, level: float = 0.95, round: str | None = None
     ) -> dict[str, Any] | None:
         """The estimate when reading it is free (local, or a central release already kept), else None."""
         config = self.campaign(campaign_id)
-        return estimates.stored_estimate(self.store, config, group_by=group_by, level=level, round=round)
+        return estimation.stored_estimate(self.store, config, group_by=group_by, level=level, round=round)
 
     def rounds(self, campaign_id: str) -> dict[str, Any]:
         """The rounds of a recurring campaign that hold reports, with their report counts, in label order.
@@ -565,7 +565,7 @@ class Service:
                 "every new hour); the admin token may read it, analysts read the noisy n of a release"
             )
         if round is not None:
-            round = estimates.round_of(config, round)
+            round = estimation.round_of(config, round)
         hours = self.store.arrivals(campaign_id, round=round)
         counts: dict[dt.datetime, int] = {}
         for hour, n in hours:

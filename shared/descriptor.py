@@ -103,12 +103,10 @@ __all__ = [
     "MAX_BUDGET",
     "MAX_CATEGORIES",
     "MAX_CATEGORY_CHARS",
-    "MAX_EPSILON",
     "MAX_GROUP_FIELDS",
     "MAX_GROUP_VALUES",
     "MAX_GROUP_VALUE_CHARS",
     "MAX_QUESTION_CHARS",
-    "MIN_EPSILON",
     "STATUSES",
     "TRUST_MODELS",
     "CampaignConfig",
@@ -119,8 +117,6 @@ CENTRAL_MECHANISM = "none"
 TRUST_MODELS: tuple[str, ...] = ("local", "central", "shuffled")
 ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
 STATUSES: tuple[str, ...] = ("open", "closed")
-#: The ε range of a campaign (``deniable.shared.limits.CAMPAIGN_EPSILON``, which says why).
-MIN_EPSILON, MAX_EPSILON = CAMPAIGN_EPSILON
 MAX_BUDGET = 100.0
 MAX_QUESTION_CHARS = 2000
 
@@ -158,7 +154,7 @@ SURVEY_MECHANISM = "survey"
 _LEGACY_SPLIT = Split("per_question", "per_question", "one question: it runs at the whole epsilon")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CampaignConfig:
     """A campaign's public descriptor, valid by construction (``InvalidConfig`` otherwise).
 

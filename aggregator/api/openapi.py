@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.openapi import document as build_document
+from deniable.aggregator.openapi_document import document as build_document
 
 bp = Blueprint("openapi", __name__)
 

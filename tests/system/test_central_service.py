@@ -12,7 +12,7 @@ import pytest
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.aggregator import estimates
+from deniable.aggregator import estimation
 from deniable.aggregator.store import Store
 from deniable.client import InvalidConfig
 from deniable.client.fleet import simulate_fleet
@@ -269,9 +269,9 @@ def test_a_grouped_release_of_a_legacy_central_campaign_is_refused(tmp_path: Pat
         store.insert_campaign(conn, "legacy", legacy, trust_model="central", budget=1.0, adjacency="add-remove")
         store.set_release_policy(conn, "legacy", min_reports=0, min_refresh_interval_s=0, updated_by="admin")
     with pytest.raises(InvalidParameter, match=r"declares no group_values for 'region' \(it predates them\)"):
-        estimates.estimate(store, config, group_by="region", level=0.95, noise=None)
+        estimation.estimate(store, config, group_by="region", level=0.95, noise=None)
     assert store.get_campaign("legacy").epsilon_spent == 0.0  # refused before anything was spent
-    assert estimates.estimate(store, config, group_by=None, level=0.95, noise=None)["epsilon_spent"] == 0.5
+    assert estimation.estimate(store, config, group_by=None, level=0.95, noise=None)["epsilon_spent"] == 0.5
 
 
 def test_a_declared_domain_too_large_to_release_is_refused(aggregator: RunningServer) -> None:

@@ -28,7 +28,7 @@ from schemathesis.checks import not_a_server_error
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.aggregator.openapi import document
+from deniable.aggregator.openapi_document import document
 
 EXAMPLES = int(os.environ.get("DENIABLE_FUZZ_EXAMPLES", "25"))
 OPERATIONS = [f"{method.upper()} {path}" for path, operations in document()["paths"].items() for method in operations]

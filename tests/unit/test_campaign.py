@@ -487,11 +487,13 @@ def test_public_names_are_pinned() -> None:
 
     assert sorted(campaign.__all__) == [
         "ADJACENCIES", "CENTRAL_MECHANISM", "CampaignConfig", "MAX_BUDGET", "MAX_CATEGORIES",
-        "MAX_CATEGORY_CHARS", "MAX_EPSILON", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
-        "MAX_QUESTION_CHARS", "MIN_EPSILON",
+        "MAX_CATEGORY_CHARS", "MAX_GROUP_FIELDS", "MAX_GROUP_VALUES", "MAX_GROUP_VALUE_CHARS",
+        "MAX_QUESTION_CHARS",
         "STATUSES", "TRUST_MODELS",
     ]  # fmt: skip
     assert all(hasattr(campaign, name) for name in campaign.__all__)
+    # one public MAX_EPSILON (the mechanisms', 20); a campaign's range is deniable.shared.limits.CAMPAIGN_EPSILON
+    assert not hasattr(campaign, "MAX_EPSILON") and not hasattr(campaign, "MIN_EPSILON")
     from deniable.shared import payload
 
     assert sorted(payload.__all__) == [
@@ -599,7 +601,7 @@ def test_any_group_values_raise_only_invalid_config(value: object) -> None:
 
 def test_one_epsilon_range_everywhere() -> None:
     """The campaign range is stated by one constant: descriptor, aggregator schema and messages agree."""
-    from deniable.aggregator.openapi import document
+    from deniable.aggregator.openapi_document import document
     from deniable.shared.limits import CAMPAIGN_EPSILON, range_text
 
     schema = document()["components"]["schemas"]

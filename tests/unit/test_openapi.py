@@ -19,7 +19,7 @@ from schemathesis.checks import (
 
 from deniable.aggregator.app import create_app
 from deniable.aggregator.auth import PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
-from deniable.aggregator.openapi import document
+from deniable.aggregator.openapi_document import document
 
 ADMIN = "openapi-admin-token"
 

@@ -137,26 +137,27 @@ def local_estimate(
         head["round"] = round_
     empty = StoredTally(0, [0] * config.k)
     overall = store.tallies(config.id, round=round_).get(OVERALL[1], empty)
-    body = _local_one(config, overall, level)
-    body = {**head, **body}
-    if group_by is not None:
-        groups = store.tallies(config.id, group_by, round=round_)
-        values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
-        if group_after is not None:
-            values = [value for value in values if value > group_after]
-        size = group_page_size(config)
-        values, more = values[:size], len(values) > size
-        body = {
-            **head,
-            "mechanism": body["mechanism"],
-            "epsilon": body["epsilon"],
-            "n": body["n"],
-            "level": level,
-            "group_by": group_by,
-            "groups": {value: _local_one(config, groups.get(value, empty), level) for value in values},
-        }
-        if more:
-            body["next_group_after"] = values[-1]
+    if group_by is None:
+        return {**head, **_local_one(config, overall, level)}
+    # grouped: the overall n and the mechanism head the groups; the overall estimate itself is not computed
+    mechanism = config.build_mechanism()
+    groups = store.tallies(config.id, group_by, round=round_)
+    values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
+    if group_after is not None:
+        values = [value for value in values if value > group_after]
+    size = group_page_size(config)
+    values, more = values[:size], len(values) > size
+    body = {
+        **head,
+        "mechanism": mechanism.name,
+        "epsilon": mechanism.epsilon,
+        "n": overall.n,
+        "level": level,
+        "group_by": group_by,
+        "groups": {value: _local_one(config, groups.get(value, empty), level) for value in values},
+    }
+    if more:
+        body["next_group_after"] = values[-1]
     return body
 
 
@@ -221,6 +222,7 @@ def central_estimate(
     parameters: dict[str, Any] = {"group_by": group_by, "noise": noise_name, "refresh": refresh, "level": level}
     if sample is not None:
         parameters["sample"] = options["sample"]
+
     def draw(conn: Connection) -> dict[str, Any]:  # run again from scratch if a concurrent spend conflicts
         _check_policy(store, conn, config.id, slot, refresh=refresh)
         return central.release(
@@ -242,8 +244,6 @@ def central_estimate(
         )
 
     body: dict[str, Any] = store.retrying(draw)
-    if isinstance(body.get("groups"), list):  # one shape for both trust models: {value: estimate}
-        body["groups"] = {row.pop("group"): row for row in body["groups"]}
     return {"campaign_id": config.id, **body}
 
 
@@ -308,7 +308,6 @@ def estimate(
     if group_after is not None and group_by is None:
         raise InvalidParameter("'group_after' pages a grouped estimate; pass it with 'group_by'")
     return local_estimate(store, config, group_by=group_by, level=level, round=round, group_after=group_after)
-    return local_estimate(store, config, group_by=group_by, level=level, round=round)
 
 
 def stored_estimate(
