@@ -45,7 +45,7 @@ SIMULATION_ENV = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """The verdict on one request: allowed, or refused with the seconds to wait (``Retry-After``)."""
 
@@ -111,19 +111,21 @@ class BucketTable:
             tokens = self._tokens(slot, now)
             if cost > self.burst:  # can never pass: say how long a full bucket takes, capped
                 self._store(slot, tokens, now)
-                return Decision(False, self._wait(cost - tokens))
+                return Decision(allowed=False, retry_after=self._wait(cost - tokens))
             if tokens >= cost:
                 self._store(slot, tokens - cost, now)
-                return Decision(True)
+                return Decision(allowed=True)
             self._store(slot, tokens, now)
-            return Decision(False, self._wait(cost - tokens))
+            return Decision(allowed=False, retry_after=self._wait(cost - tokens))
 
     def check(self, address: str, cost: float = 1.0) -> Decision:
         """Whether ``cost`` tokens are there, without taking them."""
         with self._lock:
             now = self._clock()
             tokens = self._tokens(self._slot(address), now)
-            return Decision(True) if tokens >= cost else Decision(False, self._wait(cost - tokens))
+            return Decision(
+                allowed=True
+            ) if tokens >= cost else Decision(allowed=False, retry_after=self._wait(cost - tokens))
 
     def charge(self, address: str, cost: float = 1.0) -> None:
         """Take ``cost`` tokens whatever the bucket holds (down to empty): a failure that already happened."""

@@ -26,7 +26,7 @@ from deniable.aggregator.harness import ServerProcess
 from deniable.client import Client, Response
 from deniable.client.fleet import simulate_fleet
 from deniable.client.report import randomize_index, seal_answer
-from deniable.client.state import DeviceState, ReportRow
+from deniable.client.state import DeviceState, SpendRow
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.keys import encode_key, generate_keypair
 
@@ -61,7 +61,10 @@ def per_report(reports: int, durability: str) -> list[dict[str, Any]]:
                 envelope = seal_answer(config, state.secret, report, None, public_key=key)
                 t2 = time.perf_counter()
                 text = json.dumps(envelope.to_json(), separators=(",", ":"))
-                row = ReportRow(envelope.report_id, f"bench-{i}", False, "local", config.epsilon, text)
+                row = SpendRow(
+                    report_id=envelope.report_id, campaign_id=f"bench-{i}", recurring=False, trust_model="local",
+                    epsilon=config.epsilon, envelope=text
+                )
                 with state.transaction() as db:
                     DeviceState.record_spend(db, row)
                     DeviceState.enqueue(db, row.report_id, row.campaign_id, text)

@@ -60,8 +60,8 @@ from .state import (
     ExpiredReport,
     PendingReport,
     Rejection,
-    ReportRow,
     RoundRow,
+    SpendRow,
     state_errors,
 )
 from .tokens import TokenBatch, held, store_tokens, take_token
@@ -70,7 +70,7 @@ from .transport import HTTPTransport, Transport
 __all__ = ["Client", "ForgetWarning", "Forgotten", "Receipt"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Receipt:
     """The outcome of one ``submit``: which report stands for the answer and what it cost.
 
@@ -93,7 +93,7 @@ class ForgetWarning(UserWarning):
     """:meth:`Client.forget` was called: answering the forgotten campaign again spends its ε again."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Forgotten:
     """What :meth:`Client.forget` dropped: whether a config was ``pinned``, how many queued reports were
     ``dropped`` undelivered, and the ε already ``spent`` on the campaign (it stays on the ledger)."""
@@ -348,16 +348,25 @@ class Client:
                 text = json.dumps(envelope.to_json(), separators=(",", ":"))
                 DeviceState.reuse_report(db, report_id, text, tag)
                 DeviceState.enqueue(db, report_id, config.id, text)
-                return Receipt(config.id, report_id, 0.0, True, False, config.trust_model, True)
+                return Receipt(
+                    campaign_id=config.id, report_id=report_id, epsilon_spent=0.0, memoized=True, recurring=False,
+                    trust_model=config.trust_model, queued=True
+                )
             self._check_budget(config, cost)
             envelope = seal_answer(
                 config, self._state.secret, report, checked, report_id=report_id, token=self._spend_token(config, db)
             )
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
-            row = ReportRow(envelope.report_id, config.id, False, config.trust_model, cost, text, tag)
+            row = SpendRow(
+                report_id=envelope.report_id, campaign_id=config.id, recurring=False, trust_model=config.trust_model,
+                epsilon=cost, envelope=text, answer_tag=tag
+            )
             DeviceState.record_spend(db, row)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
-        return Receipt(config.id, row.report_id, float(cost), False, False, config.trust_model, True)
+        return Receipt(
+            campaign_id=config.id, report_id=row.report_id, epsilon_spent=float(cost), memoized=False, recurring=False,
+            trust_model=config.trust_model, queued=True
+        )
 
     def _answer_round(
         self,
@@ -387,7 +396,10 @@ class Client:
                 queued = not self._state.rejected(given.report_id)
                 if queued:
                     DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
-                return Receipt(config.id, given.report_id, 0.0, True, True, config.trust_model, queued, round)
+                return Receipt(
+                    campaign_id=config.id, report_id=given.report_id, epsilon_spent=0.0, memoized=True, recurring=True,
+                    trust_model=config.trust_model, queued=queued, round=round
+                )
             paid = self._state.report(report_id) is not None
             cost = Fraction(0) if paid else privacy_cost(config)
             if not paid:
@@ -403,10 +415,16 @@ class Client:
             )
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             if not paid:
-                DeviceState.record_spend(db, ReportRow(report_id, config.id, True, config.trust_model, cost, text))
+                DeviceState.record_spend(db, SpendRow(
+                    report_id=report_id, campaign_id=config.id, recurring=True, trust_model=config.trust_model,
+                    epsilon=cost, envelope=text
+                ))
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, report_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
-        return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
+        return Receipt(
+            campaign_id=config.id, report_id=envelope.report_id, epsilon_spent=float(cost), memoized=False,
+            recurring=True, trust_model=config.trust_model, queued=True, round=round
+        )
 
     def _answer_survey_round(
         self,
@@ -510,7 +528,7 @@ class Client:
             )
         return token
 
-    def _resend(self, row: ReportRow, db: sqlite3.Connection) -> Receipt:
+    def _resend(self, row: SpendRow, db: sqlite3.Connection) -> Receipt:
         """Re-queue a memoized envelope unchanged (the aggregator sees a duplicate); spends nothing.
 
         A report the aggregator rejected is not queued again (it would be rejected again).
@@ -518,7 +536,10 @@ class Client:
         queued = not self._state.rejected(row.report_id)
         if queued:
             DeviceState.enqueue(db, row.report_id, row.campaign_id, row.envelope)
-        return Receipt(row.campaign_id, row.report_id, 0.0, True, row.recurring, row.trust_model, queued)
+        return Receipt(
+            campaign_id=row.campaign_id, report_id=row.report_id, epsilon_spent=0.0, memoized=True,
+            recurring=row.recurring, trust_model=row.trust_model, queued=queued
+        )
 
     # -- delivery -----------------------------------------------------------------------------------------
     def flush(self) -> int:
@@ -573,7 +594,7 @@ class Client:
             pinned, dropped = self._state.forget(campaign_id)
             self._configs.pop(campaign_id, None)
             spent = self._state.spent_on(campaign_id)
-        result = Forgotten(campaign_id, pinned, dropped, float(spent))
+        result = Forgotten(campaign_id=campaign_id, pinned=pinned, dropped=dropped, spent=float(spent))
         if pinned or dropped or spent:
             warnings.warn(result.warning(), ForgetWarning, stacklevel=2)
         return result

@@ -39,7 +39,7 @@ def _pair(left: Fraction, requested: Fraction) -> tuple[str, str]:
     return f"{left}", f"{requested}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CampaignSpend:
     """ε spent on one campaign over ``reports`` distinct randomized reports; ``expired`` of its reports
     waited longer than the outbox's maximum age and were never delivered (their ε stays spent)."""
@@ -100,7 +100,10 @@ def build_ledger(
     gone = expired or {}
     return Ledger(
         campaigns=tuple(
-            CampaignSpend(cid, float(eps), n, rec, trust, gone.get(cid, 0)) for cid, eps, n, rec, trust in spends
+            CampaignSpend(
+                campaign_id=cid, epsilon=float(eps), reports=n, recurring=rec, trust_model=trust,
+                expired=gone.get(cid, 0)
+            ) for cid, eps, n, rec, trust in spends
         ),
         spent=float(total),
         lifetime_budget=float(lifetime_budget),

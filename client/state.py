@@ -39,10 +39,11 @@ import secrets
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from deniable.client.secret_file import write_secret_file
 from deniable.shared.errors import (
@@ -67,8 +68,8 @@ __all__ = [
     "OutboxEntry",
     "PendingReport",
     "Rejection",
-    "ReportRow",
     "RoundRow",
+    "SpendRow",
     "default_state_dir",
     "state_errors",
 ]
@@ -152,8 +153,8 @@ def default_state_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".local" / "share" / "deniable"
 
 
-@dataclass(frozen=True)
-class ReportRow:
+@dataclass(frozen=True, kw_only=True)
+class SpendRow:
     """One ε spend and the randomized, encrypted report it paid for (the memo)."""
 
     report_id: str
@@ -164,6 +165,14 @@ class ReportRow:
     envelope: str
     answer_tag: str | None = None
     created: float = 0.0
+
+
+def _spend_row(row: Sequence[Any]) -> SpendRow:
+    """A ``reports`` row (report_id, campaign_id, recurring, trust_model, epsilon, envelope) as a SpendRow."""
+    return SpendRow(
+        report_id=row[0], campaign_id=row[1], recurring=bool(row[2]), trust_model=row[3], epsilon=Fraction(row[4]),
+        envelope=row[5],
+    )
 
 
 @dataclass(frozen=True)
@@ -383,7 +392,7 @@ class DeviceState:
             )
 
     # -- ε spends and memo ----------------------------------------------------------------------------
-    def reports(self, campaign_id: str | None = None) -> list[ReportRow]:
+    def reports(self, campaign_id: str | None = None) -> list[SpendRow]:
         """Every spend (optionally of one campaign), oldest first."""
         sql = "SELECT report_id, campaign_id, recurring, trust_model, epsilon, envelope FROM reports"
         args: tuple[str, ...] = ()
@@ -391,9 +400,9 @@ class DeviceState:
             sql += " WHERE campaign_id = ?"
             args = (campaign_id,)
         rows = self._db.execute(sql + " ORDER BY created, rowid", args).fetchall()
-        return [ReportRow(r[0], r[1], bool(r[2]), r[3], Fraction(r[4]), r[5]) for r in rows]
+        return [_spend_row(r) for r in rows]
 
-    def report(self, report_id: str) -> ReportRow | None:
+    def report(self, report_id: str) -> SpendRow | None:
         """The spend that paid for ``report_id``, if any."""
         row = self._db.execute(
             "SELECT report_id, campaign_id, recurring, trust_model, epsilon, envelope FROM reports "
@@ -402,9 +411,9 @@ class DeviceState:
         ).fetchone()
         if row is None:
             return None
-        return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5])
+        return _spend_row(row)
 
-    def first_report(self, campaign_id: str) -> ReportRow | None:
+    def first_report(self, campaign_id: str) -> SpendRow | None:
         """The oldest spend of ``campaign_id`` (the memo of a one-shot campaign), if any."""
         row = self._db.execute(
             "SELECT report_id, campaign_id, recurring, trust_model, epsilon, envelope FROM reports "
@@ -413,9 +422,9 @@ class DeviceState:
         ).fetchone()
         if row is None:
             return None
-        return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5])
+        return _spend_row(row)
 
-    def latest_report(self, campaign_id: str) -> ReportRow | None:
+    def latest_report(self, campaign_id: str) -> SpendRow | None:
         """The newest spend of ``campaign_id`` (the answer that stands in a one-shot campaign), with its
         ``answer_tag`` and time, if any."""
         row = self._db.execute(
@@ -425,7 +434,10 @@ class DeviceState:
         ).fetchone()
         if row is None:
             return None
-        return ReportRow(row[0], row[1], bool(row[2]), row[3], Fraction(row[4]), row[5], row[6], row[7])
+        return SpendRow(
+            report_id=row[0], campaign_id=row[1], recurring=bool(row[2]), trust_model=row[3], epsilon=Fraction(row[4]),
+            envelope=row[5], answer_tag=row[6], created=row[7]
+        )
 
     def report_status(self, report_id: str) -> str:
         """Where a report is: ``queued`` (in the outbox), ``rejected``, ``expired``, or ``delivered``
@@ -480,7 +492,7 @@ class DeviceState:
         return Fraction(0) if row is None else Fraction(row[0])
 
     @staticmethod
-    def record_spend(db: sqlite3.Connection, row: ReportRow) -> None:
+    def record_spend(db: sqlite3.Connection, row: SpendRow) -> None:
         """Inside a transaction: record the spend, memoize its envelope and update the running sums."""
         found = db.execute("SELECT epsilon FROM spent WHERE campaign_id = ?", (row.campaign_id,)).fetchone()
         if found is None:

@@ -49,7 +49,7 @@ class Condition:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """What to compute over every partition: the descriptor, the cells and the filters."""
 

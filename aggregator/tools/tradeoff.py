@@ -274,7 +274,7 @@ def exact_law(
     raise InvalidParameter(f"the trade-off view knows {', '.join(TRADEOFF_MECHANISMS)}, got {mechanism!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TradeoffResult:
     """The privacy-loss view of one mechanism against one claim."""
 

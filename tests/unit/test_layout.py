@@ -1,0 +1,76 @@
+"""The source layout keeps its naming rules (read from the source files; nothing is imported).
+
+* No two modules of one package tree share a name (``deniable.aggregator`` had ``openapi`` and
+  ``estimates`` twice, once as the service and once as its route): a name says which module it is.
+* A dataclass with a boolean field is built with keywords only: ``Receipt(..., False, False, ..., True)``
+  said nothing about which flag was which.
+* ``ReportRow`` means one thing (it was also the device's row of an ε spend, now ``SpendRow``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Each installed package tree and its source folder (pyproject's package-dir; deniable.analyst is its own).
+TREES = {
+    "deniable.shared": ROOT / "shared",
+    "deniable.client": ROOT / "client",
+    "deniable.aggregator": ROOT / "aggregator",
+    "deniable.analyst": ROOT / "aggregator" / "analyst",
+}
+
+
+def _modules(tree: str) -> list[Path]:
+    folder = TREES[tree]
+    others = [p for name, p in TREES.items() if name != tree and p.is_relative_to(folder)]
+    return [p for p in folder.rglob("*.py") if not any(p.is_relative_to(o) for o in others)]
+
+
+def test_no_two_modules_of_a_package_tree_share_a_name() -> None:
+    for tree in TREES:
+        seen: dict[str, list[str]] = defaultdict(list)
+        for path in _modules(tree):
+            if path.stem != "__init__":
+                seen[path.stem].append(str(path.relative_to(ROOT)))
+        twice = {name: paths for name, paths in seen.items() if len(paths) > 1}
+        assert not twice, f"{tree}: modules sharing a name: {twice}"
+
+
+def _dataclasses() -> list[tuple[Path, ast.ClassDef, ast.expr]]:
+    found = []
+    for tree in TREES:
+        for path in _modules(tree):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    for decorator in node.decorator_list:
+                        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                        if isinstance(target, ast.Name) and target.id == "dataclass":
+                            found.append((path, node, decorator))
+    return found
+
+
+def test_dataclasses_with_a_boolean_field_take_keywords_only() -> None:
+    offenders = []
+    for path, node, decorator in _dataclasses():
+        fields = [s for s in node.body if isinstance(s, ast.AnnAssign)]
+        if not any("bool" in ast.unparse(s.annotation) for s in fields):
+            continue
+        keywords = {k.arg: k.value for k in decorator.keywords} if isinstance(decorator, ast.Call) else {}
+        kw_only = keywords.get("kw_only")
+        if not (isinstance(kw_only, ast.Constant) and kw_only.value is True):
+            offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not offenders, f"dataclasses with a bool field but no kw_only=True: {offenders}"
+
+
+def test_a_report_row_is_the_aggregators_stored_report_only() -> None:
+    where: dict[str, list[str]] = defaultdict(list)
+    for tree in TREES:
+        for path in _modules(tree):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    where[node.name].append(str(path.relative_to(ROOT)))
+    assert where["ReportRow"] == ["aggregator/store.py"]  # the device's row of an ε spend is a SpendRow
+    assert where["SpendRow"] == ["client/state.py"]
