@@ -34,15 +34,36 @@ def canonical_json(obj: Any) -> bytes:
         raise InvalidParameter("canonical JSON strings must be valid Unicode (no lone surrogates)") from exc
 
 
+#: The JSON string literal of a ``str``: what ``json.dumps(s, ensure_ascii=False)`` writes (the same function
+#: json.dumps calls), without building an encoder per string.
+_string = json.encoder.encode_basestring
+
+
 def _canonical(obj: Any, out: list[str]) -> None:
-    if obj is None or isinstance(obj, bool):
+    # exact types first (the payloads and descriptors are plain str/dict/int/list); subclasses, floats and
+    # everything else take the general branches below, which define the result
+    kind = type(obj)
+    if kind is str:
+        out.append(_string(obj))
+    elif kind is dict:
+        _mapping(obj, out)
+    elif kind is int:
+        out.append(str(obj))
+    elif kind is list:
+        out.append("[")
+        for i, item in enumerate(obj):
+            if i:
+                out.append(",")
+            _canonical(item, out)
+        out.append("]")
+    elif obj is None or isinstance(obj, bool):
         out.append("null" if obj is None else ("true" if obj else "false"))
     elif isinstance(obj, int):
         out.append(str(obj))
     elif isinstance(obj, float):
         out.append(_ecmascript_number(obj))
     elif isinstance(obj, str):
-        out.append(json.dumps(obj, ensure_ascii=False))
+        out.append(_string(obj))
     elif isinstance(obj, list | tuple):
         out.append("[")
         for i, item in enumerate(obj):
@@ -51,18 +72,22 @@ def _canonical(obj: Any, out: list[str]) -> None:
             _canonical(item, out)
         out.append("]")
     elif isinstance(obj, Mapping):
-        if not all(isinstance(key, str) for key in obj):
-            raise InvalidParameter("canonical JSON object keys must be strings")
-        out.append("{")
-        for i, key in enumerate(sorted(obj)):
-            if i:
-                out.append(",")
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(":")
-            _canonical(obj[key], out)
-        out.append("}")
+        _mapping(obj, out)
     else:
         raise InvalidParameter(f"canonical JSON cannot encode a {type(obj).__name__}")
+
+
+def _mapping(obj: Mapping[Any, Any], out: list[str]) -> None:
+    if not all(isinstance(key, str) for key in obj):
+        raise InvalidParameter("canonical JSON object keys must be strings")
+    out.append("{")
+    for i, key in enumerate(sorted(obj)):
+        if i:
+            out.append(",")
+        out.append(_string(key))
+        out.append(":")
+        _canonical(obj[key], out)
+    out.append("}")
 
 
 def _ecmascript_number(x: float) -> str:
@@ -72,6 +97,8 @@ def _ecmascript_number(x: float) -> str:
     if x == 0:
         return "0"
     shortest = repr(x)  # Python's repr is the shortest round-trip digit string, as ECMAScript requires
+    if "e" not in shortest:  # positional (1e-4 ≤ |x| < 1e16): ECMAScript writes the same digits
+        return shortest[:-2] if shortest.endswith(".0") else shortest
     exponent = decimal.Decimal(shortest).adjusted()
     if -7 < exponent < 21:
         text = format(decimal.Decimal(shortest), "f")
