@@ -16,7 +16,6 @@ assumption) when driven by :meth:`HmacDrbg.randbelow`.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 
 __all__ = ["HmacDrbg"]
@@ -46,7 +45,7 @@ class HmacDrbg:
         self._buffer = b""
 
     def _hmac(self, data: bytes) -> bytes:
-        return hmac.new(self._key, data, hashlib.sha256).digest()
+        return hmac.digest(self._key, data, "sha256")  # one-shot HMAC-SHA256 (OpenSSL), the same bytes
 
     def _update(self, provided: bytes) -> None:
         """HMAC_DRBG_Update (§10.1.2.2)."""

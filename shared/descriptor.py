@@ -714,9 +714,9 @@ class CampaignConfig:
                 "question (config.questions, config.question_by_id(...))"
             )
 
-    @property
+    @cached_property
     def public_key_bytes(self) -> bytes:
-        """The raw 32-byte X25519 public key to seal reports to."""
+        """The raw 32-byte X25519 public key to seal reports to (decoded once per descriptor)."""
         raw: bytes = decode_key(self.public_key, name="public_key")
         return raw
 
@@ -759,7 +759,8 @@ class CampaignConfig:
 
         A device pins this at first use and refuses a descriptor whose fingerprint differs. The question is
         included: a changed wording under the same id asks for different consent, so it is a different
-        campaign. ``status`` is excluded: closing a campaign is its normal life.
+        campaign. ``status`` is excluded: closing a campaign is its normal life. Computed once per
+        descriptor (it is immutable).
         """
         return self._fingerprint
 

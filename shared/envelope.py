@@ -51,6 +51,7 @@ from deniable.shared.ids import (
     check_campaign_id,
     check_pseudonym,
     check_report_id,
+    device_public_key,
     device_signing_key,
     make_pseudonym,
     new_report_id,
@@ -326,7 +327,7 @@ def seal(
         report_id=rid,
         pseudonym=pseudonym,
         ciphertext=ciphertext,
-        device_key=signer.public_key().public_bytes_raw(),
+        device_key=device_public_key(device_secret, campaign_id),
         signature=signer.sign(signed_message(info, ciphertext)),
     )
 

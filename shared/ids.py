@@ -74,7 +74,13 @@ def make_pseudonym(device_secret: bytes, campaign_id: str, version: int = FORMAT
         message = PSEUDONYM_LABEL + b"\x00" + campaign_id.encode("utf-8")
         return hmac.new(device_secret, message, hashlib.sha256).hexdigest()
     check_version(version)
-    return pseudonym_of_key(device_public_key(device_secret, campaign_id), campaign_id)
+    return _pseudonym_v2(device_secret, campaign_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _pseudonym_v2(device_secret: bytes, campaign_id: str) -> str:
+    # a pure function of checked arguments: a device answering a campaign derives it once, not per report
+    return pseudonym_of_key(_public_key(device_secret, campaign_id), campaign_id)
 
 
 def check_device_secret(device_secret: object) -> None:
@@ -106,7 +112,14 @@ def _signing_key(device_secret: bytes, campaign_id: str) -> Ed25519PrivateKey:
 
 def device_public_key(device_secret: bytes, campaign_id: str) -> bytes:
     """The raw 32-byte Ed25519 public key of :func:`device_signing_key`."""
-    return device_signing_key(device_secret, campaign_id).public_key().public_bytes_raw()
+    check_device_secret(device_secret)
+    check_campaign_id(campaign_id, InvalidParameter)
+    return _public_key(device_secret, campaign_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _public_key(device_secret: bytes, campaign_id: str) -> bytes:
+    return _signing_key(device_secret, campaign_id).public_key().public_bytes_raw()
 
 
 def pseudonym_of_key(device_key: bytes, campaign_id: str) -> str:
