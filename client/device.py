@@ -465,7 +465,10 @@ class Client:
                 queued = not self._state.rejected(given.report_id)
                 if queued:
                     DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
-                return Receipt(config.id, given.report_id, 0.0, True, True, config.trust_model, queued, round)
+                return Receipt(
+                    campaign_id=config.id, report_id=given.report_id, epsilon_spent=0.0, memoized=True, recurring=True,
+                    trust_model=config.trust_model, queued=queued, round=round
+                )
             unpaid = [
                 (config.questions[i], pid) for i, pid, _ in permanents
                 if pid is not None and self._state.report(pid) is None
@@ -481,11 +484,17 @@ class Client:
             )  # fmt: skip
             text = json.dumps(envelope.to_json(), separators=(",", ":"))
             for question, pid in unpaid:
-                row = ReportRow(pid, config.id, True, config.trust_model, Fraction(question.epsilon), text)
+                row = SpendRow(
+                    report_id=pid, campaign_id=config.id, recurring=True, trust_model=config.trust_model,
+                    epsilon=Fraction(question.epsilon), envelope=text,
+                )
                 DeviceState.record_spend(db, row)
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, answer_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
-        return Receipt(config.id, envelope.report_id, float(cost), False, True, config.trust_model, True, round)
+        return Receipt(
+            campaign_id=config.id, report_id=envelope.report_id, epsilon_spent=float(cost), memoized=False,
+            recurring=True, trust_model=config.trust_model, queued=True, round=round
+        )
 
     # -- admission tokens ---------------------------------------------------------------------------------
     def request_tokens(self, campaign_id: str, count: int) -> TokenBatch:

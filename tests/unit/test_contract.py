@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deniable.aggregator.openapi import document
+from deniable.aggregator.openapi_document import document
 from deniable.shared import contract
 from deniable.shared.contract import (
     BATCH_STATUSES,

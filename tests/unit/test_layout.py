@@ -14,12 +14,14 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Each installed package tree and its source folder (pyproject's package-dir; deniable.analyst is its own).
+#: Each package tree and its source folder (pyproject's package-dir; deniable.analyst is its own package, and
+#: the shuffler a separate service run by another party, whose app/service/store mirror the aggregator's).
 TREES = {
     "deniable.shared": ROOT / "shared",
     "deniable.client": ROOT / "client",
     "deniable.aggregator": ROOT / "aggregator",
     "deniable.analyst": ROOT / "aggregator" / "analyst",
+    "deniable.aggregator.shuffler": ROOT / "aggregator" / "shuffler",
 }
 
 

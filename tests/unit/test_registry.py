@@ -20,7 +20,7 @@ from flask import Flask
 from support.reports import device_reports, seal_reports
 
 from deniable.aggregator.app import create_app
-from deniable.aggregator.openapi import document
+from deniable.aggregator.openapi_document import document
 from deniable.aggregator.tools.audit import audit, auditable
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
