@@ -299,7 +299,7 @@ class Store:
             except StoreUnavailable as exc:
                 if not exc.retry or attempt == RETRY_ATTEMPTS - 1:
                     raise
-                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))  # noqa: S311 - retry jitter, no secret
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write_probe(self) -> None:
