@@ -272,6 +272,15 @@ export class Client {
 
   static async #pinSummary(config) {
     const full = config.json;
+    const digest = async (value) => toHex(await sha256(canonicalJson(value)));
+    if (config.isSurvey) { // ε, key and trust model as they are, each question's fields as a hash
+      const summary = Object.fromEntries(SUMMARY_FIELDS.filter((key) => key in full).map((key) => [key, full[key]]));
+      summary.split = full.split.mode;
+      for (const question of full.questions) summary[`question ${question.id}_sha256`] = await digest(question);
+      summary.title_sha256 = await digest(full.title);
+      summary.group_fields = full.group_fields;
+      return summary;
+    }
     const summary = Object.fromEntries(SUMMARY_FIELDS.map((key) => [key, full[key]]));
     summary.categories_sha256 = toHex(await sha256(canonicalJson(full.categories)));
     summary.question_sha256 = toHex(await sha256(canonicalJson(full.question)));

@@ -13,6 +13,7 @@ and exactly the reports the Python device makes from the same secrets (byte comp
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -262,3 +263,62 @@ def test_a_shuffled_campaign_is_answered_through_its_shuffler_never_the_aggregat
     finally:
         shuffler.stop()
     assert config["shuffler"]["min_batch"] == 3
+
+
+SURVEY_SCRIPT = """
+async ([descriptor]) => {
+  const m = await import('/survey/static/survey.js');
+  window.posted = [];
+  const fetch = async (url, init) => {  // an aggregator in the page: the survey's descriptor, then verdicts
+    if (init.method === 'GET') return new Response(JSON.stringify(descriptor), { status: 200 });
+    const { reports } = JSON.parse(init.body);
+    window.posted.push(...reports);
+    const results = reports.map((r) => ({ report_id: r.report_id, status: 'accepted', reason: null }));
+    const body = { results, accepted: reports.length, duplicate: 0, rejected: 0 };
+    return new Response(JSON.stringify(body), { status: 200 });
+  };
+  const client = await m.Client.open({ dbName: 'survey-v3', fetch });
+  const element = document.createElement('div');
+  element.id = 'v3';
+  document.querySelector('main').replaceChildren(element);
+  await m.mountSurvey(element, { campaignId: descriptor.id, client });
+  return element.dataset.state;
+}
+"""
+
+
+def test_a_survey_of_every_question_kind_is_rendered_answered_and_opens_in_python(
+    browser: Any, server: RunningServer
+) -> None:
+    """A format 3 survey (choice, number, optional multi) rendered from its descriptor in Chromium, answered
+    with the keyboard and mouse; the envelope the page seals opens with the aggregator's code and decodes
+    under the survey's rules (the page's own aggregator is scripted: survey campaigns are created elsewhere)."""
+    from deniable.shared.envelope import Envelope, open_envelope
+
+    vectors = json.loads((Path(__file__).parents[1] / "vectors" / "wire-v3.json").read_text(encoding="utf-8"))
+    descriptor = next(c["config"] for c in vectors["campaigns"] if c["name"] == "per-question")
+    config = CampaignConfig.from_json(descriptor)
+    context, page, seen = open_page(browser, server, "web-smoking")
+    state = page.evaluate(SURVEY_SCRIPT, [descriptor])
+    assert state == "ready", page.locator("#v3").inner_text()
+    assert page.get_by_role("group", name="How old are you?").is_visible()
+    assert page.get_by_role("group", name="Which apps did you use today? (optional)").is_visible()
+    page.get_by_label("Your country (sent as it is)").select_option("DE")
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=error]")
+    assert "needs an answer" in page.get_by_role("status").inner_text()  # InvalidAnswer, nothing sent
+    page.get_by_role("group", name="Did you smoke in the last 30 days?").get_by_label("yes").check()
+    page.get_by_label("A number from 18 to 99").fill("37")
+    page.get_by_label("maps").check()
+    page.get_by_label("chat").check()
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    posted = page.evaluate("window.posted")
+    assert seen["errors"] == []
+    context.close()
+    assert len(posted) == 1
+    envelope = Envelope.from_json(posted[0])
+    private = bytes.fromhex(vectors["keypair"]["private_key_hex"])
+    payload = open_envelope(envelope, campaign_id=config.id, private_key=private, padded_length=config.padded_length)
+    decoded = config.decode(payload)
+    assert set(decoded.answers) == {"smoke", "age", "apps"} and decoded.groups == {"country": "DE"}
