@@ -219,3 +219,27 @@ test('a shuffled campaign posts to its shuffler, never to the aggregator, and se
   assert.deepEqual(seen, [`GET 127.0.0.1:9/api/v1/campaigns/${config.id}`, `POST ${shufflerUrl.host}/api/v1/campaigns/${config.id}/reports`]);
   assert.equal(await client.reportStatus(receipt.reportId), 'delivered');
 });
+
+test('a survey is pinned, answered by question id, memoized, and its envelope opens to the one-shot derivation', async () => {
+  const v3 = load('wire-v3.json');
+  const config = v3.campaigns.find((c) => c.name === 'per-question').config;
+  const posted = [];
+  const { fetch } = server(config, (reports) => {
+    posted.push(...reports);
+    return verdicts(reports);
+  });
+  const client = await open(fetch);
+  await assert.rejects(client.submit(config.id, { smoke: 'maybe', age: 30 }, { groups: { country: 'NL' } }), { code: 'invalid_answer', question: 'smoke' });
+  await assert.rejects(client.submit(config.id, { smoke: 'yes' }, { groups: { country: 'NL' } }), { code: 'invalid_answer', question: 'age' });
+  const answers = { smoke: 'yes', age: 41.5 };
+  const first = await client.submit(config.id, answers, { groups: { country: 'NL' } });
+  assert.equal(first.epsilonSpent, config.epsilon);
+  const again = await client.submit(config.id, answers, { groups: { country: 'NL' } });
+  assert.deepEqual([again.memoized, again.reportId], [true, first.reportId]);
+  await assert.rejects(client.submit(config.id, { ...answers, age: 42 }, { groups: { country: 'NL' } }), { code: 'answer_changed' });
+  assert.equal((await client.flush()).delivered, 1);
+  const campaign = await Campaign.fromJson(config);
+  const opened = await openEnvelope(posted[0], { campaignId: config.id, privateKey: fromHex(v3.keypair.private_key_hex), paddedLength: campaign.paddedLength });
+  assert.equal(opened.payload.answers.apps, null); // the optional question, skipped
+  assert.deepEqual(Object.keys(opened.payload.answers).sort(), ['age', 'apps', 'smoke']);
+});
