@@ -520,3 +520,23 @@ export function decodeAnswers(questions, mode, obj, key) {
   }
   return out;
 }
+
+/** What a survey's page promises, in plain words (docs/browser.md): what is randomized, what is learnt. */
+export function surveyNote(campaign) {
+  if (campaign.trustModel === 'central') {
+    return [
+      'This survey uses the central model: your answers are encrypted in this browser and only the survey’s curator can read them.',
+      `The curator promises to publish only noisy totals (ε = ${campaign.epsilon} per release, ${campaign.budget} in all).`,
+    ];
+  }
+  const how = campaign.split.mode === 'sampling'
+    ? `This browser answers one of the ${campaign.questions.length} questions, picked at random from a secret kept here (not from your answers); only that answer is sent, randomized at ε = ${campaign.epsilon}.`
+    : `Each answer is randomized here with its own share of ε = ${campaign.epsilon} (${campaign.questions.map((q) => `${q.text.slice(0, 40)}: ε = ${Number(q.epsilon.toPrecision(4))}`).join('; ')}).`;
+  const groups = campaign.groupFields.length ? ` The ${campaign.groupFields.join(', ')} you give below is sent as it is (not randomized).` : '';
+  return [
+    `Your answers are randomized in this browser before anything is sent. ${how} Choices are kept or replaced by random ones, selections are reported as weighted coin flips, numbers as a noisy value whose average over many people is right.`,
+    'The aggregator receives only those randomized reports, encrypted to the survey’s key, and counts one set of answers per browser. It can estimate totals and averages, but it cannot know what you answered.' +
+    ` A question you skip is sent as “skipped” (that much the aggregator learns), never as an answer.${groups}`,
+    'Answering again sends the same reports: repeating gives nothing more away.',
+  ];
+}

@@ -30,7 +30,7 @@ function keepProbability(campaign) {
 
 /** What the page promises, in plain words (also in docs/browser.md). */
 export function privacyNote(campaign) {
-  if (campaign.isSurvey) return ['See the survey page for what is randomized in each question.'];
+  if (campaign.isSurvey) return campaign.survey.surveyNote(campaign);
   if (campaign.trustModel === 'central') {
     return [
       'This survey uses the central model: your answer is encrypted in this browser and only the survey’s curator can read it.',
@@ -104,7 +104,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
   }
   const note = el('section', { className: 'note', 'aria-label': 'What happens to your answer' },
     el('h2', { text: 'What happens to your answer' }),
-    ...(kinds ? kinds.surveyNote(campaign) : privacyNote(campaign)).map((text) => el('p', { text })));
+    ...privacyNote(campaign).map((text) => el('p', { text })));
   const button = el('button', { type: 'submit', text: 'Submit answer' });
   form.append(note, button);
   element.replaceChildren(form, status);
