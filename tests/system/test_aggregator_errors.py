@@ -151,7 +151,7 @@ def test_every_error_class_has_a_client_status() -> None:
     for cls in classes:
         status = next(status for klass, status in STATUS_OF if issubclass(cls, klass))
         # 5xx only for faults of the server (or of the link), never for anything a client sends
-        server_faults = (errors.TransportError, errors.CampaignKeyUnavailable)
+        server_faults = (errors.TransportError, errors.CampaignKeyUnavailable, errors.StoreUnavailable)
         assert 400 <= status < 600 and (status < 500 or issubclass(cls, server_faults))
     assert dict(STATUS_OF)[errors.UnknownCampaign] == 404
     assert dict(STATUS_OF)[errors.CampaignClosed] == 409
