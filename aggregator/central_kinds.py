@@ -50,10 +50,12 @@ from deniable.shared.sampling import RandBelow
 
 __all__ = [
     "KIND_NOISE",
+    "draw_histogram",
     "draw_mean",
     "draw_multi",
     "mean_sensitivities",
     "multi_sensitivity",
+    "render_histogram",
     "render_mean",
     "render_multi",
 ]
@@ -94,19 +96,29 @@ def _fraction_list(x: Fraction) -> list[int]:
     return [x.numerator, x.denominator]
 
 
+def draw_histogram(
+    support: Sequence[int], n: int, *, kind: str, epsilon: float, sensitivity: int, adjacency: str,
+    optional: bool, randbelow: RandBelow = secrets.randbelow,
+) -> dict[str, Any]:  # fmt: skip
+    """The stored release of a choice (``sensitivity`` 1) or multi question (``sensitivity`` m): every
+    count plus DLap(Δ/ε), Δ = m under add-remove, 2m under replace (a choice is the m = 1 case)."""
+    delta = multi_sensitivity(sensitivity, adjacency)
+    scale = noise_scale(epsilon, delta)
+    counts = [float(int(c) + sample_noise(KIND_NOISE, scale, randbelow)) for c in support]
+    public = adjacency == "replace" and not optional
+    return {
+        "kind": kind, "noise": KIND_NOISE, "epsilon": float(epsilon), "adjacency": adjacency,
+        "sensitivity": delta, "scale": _fraction_list(scale), "n": n if public else None, "counts": counts,
+    }  # fmt: skip
+
+
 def draw_multi(
     support: Sequence[int], n: int, *, epsilon: float, m: int, adjacency: str, optional: bool,
     randbelow: RandBelow = secrets.randbelow,
 ) -> dict[str, Any]:  # fmt: skip
     """The stored release of a multi question: every option's count plus DLap(Δ/ε) (Δ = m or 2m)."""
-    delta = multi_sensitivity(m, adjacency)
-    scale = noise_scale(epsilon, delta)
-    counts = [float(int(c) + sample_noise(KIND_NOISE, scale, randbelow)) for c in support]
-    public = adjacency == "replace" and not optional
-    return {
-        "kind": "multi", "noise": KIND_NOISE, "epsilon": float(epsilon), "adjacency": adjacency,
-        "sensitivity": delta, "scale": _fraction_list(scale), "n": n if public else None, "counts": counts,
-    }  # fmt: skip
+    return draw_histogram(support, n, kind="multi", epsilon=epsilon, sensitivity=m, adjacency=adjacency,
+                          optional=optional, randbelow=randbelow)
 
 
 def draw_mean(
@@ -211,6 +223,12 @@ def render_mean(stored: dict[str, Any], number_range: NumberRange, *, level: flo
 
 def render_multi(stored: dict[str, Any], options: Sequence[str], *, level: float = 0.95) -> dict[str, Any]:
     """The JSON body of a multi question's stored release at ``level`` (post-processing: no ε)."""
+    return render_histogram(stored, options, level=level)
+
+
+def render_histogram(stored: dict[str, Any], labels: Sequence[str], *, level: float = 0.95) -> dict[str, Any]:
+    """The JSON body of a choice or multi question's stored release at ``level`` (rows ``categories`` or
+    ``options``; post-processing: no ε)."""
     import numpy as np
 
     normal_quantile(level)
@@ -226,9 +244,10 @@ def render_multi(stored: dict[str, Any], options: Sequence[str], *, level: float
     low, high = estimate.ci(level)
     stderr = estimate.stderr
     rows = []
-    for v, label in enumerate(options):
+    kind = stored.get("kind", "multi")
+    for v, label in enumerate(labels):
         row: dict[str, Any] = {
-            "option": label, "count": float(counts[v]), "stderr": float(stderr[v]),
+            "option" if kind == "multi" else "category": label, "count": float(counts[v]), "stderr": float(stderr[v]),
             "ci": [float(max(low[v], 0.0)), float(high[v] if n is None else min(high[v], n))],
         }  # fmt: skip
         if n:
@@ -240,10 +259,10 @@ def render_multi(stored: dict[str, Any], options: Sequence[str], *, level: float
             row.update({"proportion": None, "proportion_stderr": None, "proportion_ci": [None, None]})
         rows.append(row)
     return {
-        "kind": "multi", "trust_model": "central", "noise": stored["noise"], "epsilon": stored["epsilon"],
+        "kind": kind, "trust_model": "central", "noise": stored["noise"], "epsilon": stored["epsilon"],
         "adjacency": stored["adjacency"], "sensitivity": stored["sensitivity"], "scale": float(scale),
         "n": n, "n_public": n is not None, "level": level,
         "interval": {"method": "exact-noise" if small else "normal",
                      "description": "count ± the noise's exact central interval" if small else "count ± z·stderr"},
-        "options": rows,
+        "options" if kind == "multi" else "categories": rows,
     }  # fmt: skip

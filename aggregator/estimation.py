@@ -27,7 +27,7 @@ import datetime as dt
 import functools
 from typing import Any
 
-from deniable.aggregator import central
+from deniable.aggregator import central, survey_estimates
 from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.database import Connection
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
@@ -283,9 +283,19 @@ def estimate(
     role: str = "analyst",
     sample: str | None = None,
     group_after: str | None = None,
+    question: str | None = None,
 ) -> dict[str, Any]:
     """The estimate route's body for either trust model (``round``: recurring campaigns only); ``role`` is
-    the caller's, recorded with each central release; ``group_after`` pages a local grouped estimate."""
+    the caller's, recorded with each central release; ``group_after`` pages a local grouped estimate;
+    ``question`` keeps one question of a survey (format 3; for formats 1 and 2 only their one question,
+    ``answer``, which changes nothing)."""
+    if config.is_survey:
+        return _survey_estimate(
+            store, config, question=question, group_by=group_by, level=level, noise=noise, refresh=refresh,
+            round=round, role=role, sample=sample, group_after=group_after,
+        )  # fmt: skip
+    if question is not None:
+        config.question_by_id(question)
     if config.trust_model == "central":
         round_of(config, round)
         if group_after is not None:
@@ -310,8 +320,41 @@ def estimate(
     return local_estimate(store, config, group_by=group_by, level=level, round=round, group_after=group_after)
 
 
+def _survey_estimate(
+    store: Store, config: CampaignConfig, *, question: str | None, group_by: str | None, level: float,
+    noise: str | None, refresh: bool, round: str | None, role: str, sample: str | None, group_after: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A survey's estimate body (:mod:`deniable.aggregator.survey_estimates`), with the same refusals of
+    options that do not apply as a one-question campaign's."""
+    _check_group_by(config, group_by)
+    round_ = round_of(config, round)
+    if config.trust_model == "central":
+        if group_after is not None:
+            raise InvalidParameter(
+                "'group_after' pages local grouped estimates; a central release lists every declared group"
+            )
+        return survey_estimates.survey_central_estimate(
+            store, config, question=question, group_by=group_by, level=level, noise=noise, refresh=refresh,
+            role=role, sample=sample,
+        )  # fmt: skip
+    if sample is not None:
+        raise InvalidParameter("'sample' applies to central campaigns only")
+    if noise is not None:
+        raise InvalidParameter("'noise' applies to central campaigns only; local reports carry their own noise")
+    if refresh:
+        raise InvalidParameter(
+            "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
+        )
+    if group_after is not None and group_by is None:
+        raise InvalidParameter("'group_after' pages a grouped estimate; pass it with 'group_by'")
+    return survey_estimates.survey_local_estimate(
+        store, config, question=question, group_by=group_by, level=level, round_=round_, group_after=group_after
+    )
+
+
 def stored_estimate(
-    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, round: str | None = None
+    store: Store, config: CampaignConfig, *, group_by: str | None, level: float, round: str | None = None,
+    question: str | None = None,
 ) -> dict[str, Any] | None:
     """The estimate route's body when reading it spends nothing, else None.
 
@@ -320,8 +363,13 @@ def stored_estimate(
     draw as an explicit, CSRF-protected action that says what it spends.
     """
     if config.trust_model != "central":
-        return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)
+        return estimate(store, config, group_by=group_by, level=level, noise=None, round=round, question=question)
     _check_group_by(config, group_by)
-    if not store.release_exists(config.id, central.release_key(group_by, NOISES[0])):
+    if config.is_survey:
+        slots = survey_estimates.question_slots(config, question)
+        keys = [central.release_key(group_by, NOISES[0], question=slot.question.id) for slot in slots]
+        if not all(store.release_exists(config.id, key) for key in keys):
+            return None
+    elif not store.release_exists(config.id, central.release_key(group_by, NOISES[0])):
         return None
-    return estimate(store, config, group_by=group_by, level=level, noise=None, round=round)
+    return estimate(store, config, group_by=group_by, level=level, noise=None, round=round, question=question)

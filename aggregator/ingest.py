@@ -29,6 +29,7 @@ from typing import Any
 
 from werkzeug.exceptions import BadRequest
 
+from deniable.aggregator import survey_tally
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.contract import BATCH_STATUSES
 from deniable.shared.descriptor import CampaignConfig
@@ -36,6 +37,7 @@ from deniable.shared.envelope import Envelope, open_envelope
 from deniable.shared.errors import CampaignClosed, InvalidReport, PermissionDenied
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS
 from deniable.shared.shuffle import ShuffledBatch, open_inner, verify_batch
+from deniable.shared.survey import encode_answers
 
 __all__ = ["decode_envelope", "parse_batch", "submit_batch", "submit_shuffled_batch"]
 
@@ -71,9 +73,12 @@ def decode_envelope(item: Any, config: CampaignConfig, private_key: bytes) -> Re
     if config.admission is not None:
         assert parsed.token is not None  # decode requires it
         parsed.token.verify(config.admission, config.id)  # forged, altered or foreign: InvalidReport
-    if config.trust_model == "central":
-        wire: Any = decoded
-        support: tuple[int, ...] = (decoded,)
+    if config.is_survey:  # every question's slot of the tally vector (deniable.aggregator.survey_tally)
+        wire: Any = encode_answers(config.questions, parsed.answers)
+        support: tuple[int, ...] = survey_tally.report_support(config, parsed.answers)
+    elif config.trust_model == "central":
+        wire = decoded
+        support = (decoded,)
     else:
         wire, supported = config.build_mechanism().stored_form(decoded)  # decoded once, by config.decode
         support = tuple(supported)
@@ -129,7 +134,7 @@ def submit_batch(
         rows.append(row)
     if rows:
         outcomes = store.ingest(
-            config.id, rows, k=config.k, group_fields=config.group_fields,
+            config.id, rows, k=survey_tally.width(config), group_fields=config.group_fields,
             capped_fields={field: max_group_values for field in config.undeclared_group_fields},
             max_rounds=MAX_ROUNDS if config.recurring else None,
         )  # fmt: skip

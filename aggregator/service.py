@@ -18,7 +18,7 @@ from typing import Any
 
 from flask import current_app
 
-from deniable.aggregator import accountant, estimation, ingest
+from deniable.aggregator import accountant, estimation, ingest, survey_tally
 from deniable.aggregator.central import remaining
 from deniable.aggregator.database import Connection, driver_errors
 from deniable.aggregator.issuer import IssuerKeys
@@ -29,6 +29,7 @@ from deniable.shared.accounting import compose
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
+from deniable.shared.fields import show
 from deniable.shared.limits import (
     CAMPAIGN_STATUSES,
     MAX_GROUP_CELLS,
@@ -49,7 +50,8 @@ log = logging.getLogger("deniable.aggregator")
 DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, *driver_errors())
 _CHECK_ERRORS: tuple[type[Exception], ...] = (*DATABASE_ERRORS, DeniableError, ValueError)
 
-#: Keys accepted by ``POST /api/v1/campaigns`` (``id``, ``question``, ``categories``, ``epsilon`` required).
+#: Keys accepted by ``POST /api/v1/campaigns``: ``id``, ``epsilon`` and either ``question`` and
+#: ``categories`` (one question, format 2) or ``title`` and ``questions`` (a survey, format 3, with ``split``).
 CREATE_FIELDS = frozenset(
     {
         "id", "question", "categories", "epsilon", "mechanism", "group_fields", "trust_model", "budget",
@@ -57,15 +59,18 @@ CREATE_FIELDS = frozenset(
         "group_size", "admission", "shuffler",
     }
 )
+SURVEY_CREATE_FIELDS = (CREATE_FIELDS - {"question", "categories", "mechanism"}) | {"title", "questions", "split"}
 _REQUIRED = ("id", "question", "categories", "epsilon")
+_SURVEY_REQUIRED = ("id", "title", "questions", "epsilon")
 
 
 def _check_group_cells(config: CampaignConfig) -> None:
+    width = survey_tally.width(config)
     for name, values in config.group_values.items():
-        cells = len(values) * config.k
+        cells = len(values) * width
         if cells > MAX_GROUP_CELLS:
             raise InvalidConfig(
-                f"'group_values.{name}' declares {len(values)} values for {config.k} categories: a grouped "
+                f"'group_values.{name}' declares {len(values)} values for {width} tally cells: a grouped "
                 f"estimate would hold {cells} cells, at most {MAX_GROUP_CELLS} on this aggregator (every "
                 "declared group is estimated, empty ones too); declare fewer values or fewer categories"
             )
@@ -188,27 +193,34 @@ class Service:
         """Validate ``body``, generate the campaign's key pair and store both; return the public config."""
         if not isinstance(body, dict):
             raise InvalidConfig("the body must be a JSON object describing the campaign")
-        unknown = sorted(str(key)[:40] for key in set(body) - CREATE_FIELDS)
-        missing = [key for key in _REQUIRED if key not in body]
+        survey = "questions" in body or "title" in body
+        fields, required = (SURVEY_CREATE_FIELDS, _SURVEY_REQUIRED) if survey else (CREATE_FIELDS, _REQUIRED)
+        unknown = sorted(str(key)[:40] for key in set(body) - fields)
+        missing = [key for key in required if key not in body]
         if unknown or missing:
             parts = [f"missing {missing}"] if missing else []
             parts += [f"unknown {unknown[:5]}"] if unknown else []
-            raise InvalidConfig(
-                f"campaign fields are wrong: {'; '.join(parts)}; allowed: {sorted(CREATE_FIELDS)}"
-            )
+            what = "survey fields (with 'title' and 'questions')" if survey else "campaign fields"
+            raise InvalidConfig(f"{what} are wrong: {'; '.join(parts)}; allowed: {sorted(fields)}")
         private, public = self.keyring.new_keypair()
         issuer_key = admission = None
         if "admission" in body:
             tokens_per_account = _admission_body(body["admission"])
             issuer_key = self.issuer_keys.generate()
             admission = Admission(public_key_text(issuer_key.public_key()), tokens_per_account)
-        config = CampaignConfig.create(
+        kind_fields: dict[str, Any] = (
+            {"title": body["title"], "questions": body["questions"], "split": body.get("split", "auto")}
+            if survey else
+            {"question": body["question"], "categories": body["categories"], "mechanism": body.get("mechanism", "auto")}
+        )  # fmt: skip
+        if survey and not isinstance(body["questions"], list):
+            raise InvalidConfig(f"'questions' must be a JSON array of question objects, got {show(body['questions'])}")
+        create = CampaignConfig.create_survey if survey else CampaignConfig.create
+        config = create(
             id=body["id"],
-            question=body["question"],
-            categories=body["categories"],
             epsilon=body["epsilon"],
             public_key=public,
-            mechanism=body.get("mechanism", "auto"),
+            **kind_fields,
             group_fields=body.get("group_fields", ()),
             trust_model=body.get("trust_model", "local"),
             budget=body.get("budget"),
@@ -395,13 +407,15 @@ class Service:
         role: str = "analyst",
         sample: str | None = None,
         group_after: str | None = None,
+        question: str | None = None,
     ) -> dict[str, Any]:
         """The estimate (local; of one ``round`` if recurring) or noisy release (central; ``refresh`` draws
-        a new one, logged with the caller's ``role``; ``sample`` a Poisson-subsampling rate) of a campaign."""
+        a new one, logged with the caller's ``role``; ``sample`` a Poisson-subsampling rate) of a campaign;
+        of a survey, every question's or the one ``question`` names."""
         config = self.campaign(campaign_id)
         return estimation.estimate(
             self.store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, round=round,
-            role=role, sample=sample, group_after=group_after,
+            role=role, sample=sample, group_after=group_after, question=question,
         )  # fmt: skip
 
     # -- central release policy and log --------------------------------------------------------------

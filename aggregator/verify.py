@@ -9,9 +9,11 @@ report again with the campaign's mechanism and compares, per campaign and group,
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deniable.aggregator import survey_tally
 from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.service import config_of
 from deniable.aggregator.store import OVERALL, Store, StoredTally
@@ -38,12 +40,15 @@ def recount(store: Store, campaign_id: str, *, round: str = "") -> dict[tuple[st
     :meth:`Store.all_tallies`."""
     config = config_of(store.get_campaign(campaign_id))
     central = config.trust_model == "central"
-    mechanism = None if central else config.build_mechanism()
-    k = config.k
+    mechanism = None if central or config.is_survey else config.build_mechanism()
+    k = survey_tally.width(config)
     counts: dict[tuple[str, str], list[int]] = {}  # support[0..k-1], then n
     for _, groups, report_json in store.iter_reports(campaign_id, round=round):
         wire = json.loads(report_json)
-        support = [wire] if mechanism is None else mechanism.support(mechanism.decode_report(wire))
+        if config.is_survey:  # every question's slot, decoded again from the stored answers
+            support: Sequence[int] = survey_tally.recount_support(config, wire)
+        else:
+            support = [wire] if mechanism is None else mechanism.support(mechanism.decode_report(wire))
         for key in [OVERALL] + [(f, groups[f]) for f in config.group_fields if f in groups]:
             row = counts.setdefault(key, [0] * (k + 1))
             row[k] += 1

@@ -24,7 +24,7 @@ from deniable.shared.fields import check_round
 
 from .config import fetch_config
 from .outbox import Delivery, RetryPolicy, post_batch
-from .report import central_refusal, randomize_index, seal_answer
+from .report import central_refusal, normalize_answers, randomize_index, randomize_survey, seal_answer
 from .transport import HTTPTransport, Transport
 
 __all__ = ["FleetResult", "simulate_fleet"]
@@ -73,7 +73,8 @@ def _check_groups(
                 f"campaign {config.id!r} is not recurring: it counts one answer per device, leave round=None"
             )
         check_round(round, InvalidParameter)
-    probe = randomize_index(config, 0)
+    probe = (randomize_survey(config, {q.id: q.dummy for q in config.questions}) if config.is_survey
+             else randomize_index(config, 0))
     seen: set[str] = set()
     for entry in groups or ():
         key = repr(sorted(entry.items())) if isinstance(entry, Mapping) else repr(entry)
@@ -85,7 +86,7 @@ def _check_groups(
 def simulate_fleet(
     url: str,
     campaign_id: str,
-    values: Sequence[str],
+    values: Sequence[Any],
     groups: Sequence[Mapping[str, str]] | None = None,
     batch_size: int = CLIENT_BATCH,
     *,
@@ -96,7 +97,10 @@ def simulate_fleet(
     timeout: float = 30.0,
     round: str | None = None,
 ) -> FleetResult:
-    """One simulated device per entry of ``values`` (category labels) answers ``campaign_id`` once.
+    """One simulated device per entry of ``values`` answers ``campaign_id`` once: category labels, or for a
+    survey (format 3) one answers dict per device (``{"smoke": "yes", "age": 37, "apps": ["mail"]}``,
+    checked as :meth:`~deniable.client.Client.submit` checks it; a sampling survey's device draws its
+    question from fresh randomness).
 
     ``groups`` is None or one dict per device. ``progress(done, total)`` is called after each batch.
     ``round`` is the round label every device answers in (required for a recurring campaign, refused
@@ -119,7 +123,11 @@ def simulate_fleet(
         raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
     if config.trust_model == "central" and not allow_central:
         raise central_refusal(config)
-    indices = [config.category_index(label) for label in values]  # every label checked before any work
+    # every answer checked before any work: labels of a one-question campaign, answer dicts of a survey
+    indices: list[Any] = (
+        [normalize_answers(config, answers) for answers in values] if config.is_survey
+        else [config.category_index(label) for label in values]
+    )  # fmt: skip
     _check_groups(config, groups, round)
     public_key = config.public_key_bytes
     # a shuffled campaign's devices post to its shuffler, never to the aggregator (docs/wire-format.md §12)
@@ -130,7 +138,7 @@ def simulate_fleet(
     def devices(start: int, stop: int) -> list[dict[str, Any]]:
         envelopes = []
         for i in range(start, stop):
-            report = randomize_index(config, indices[i])
+            report = randomize_survey(config, indices[i]) if config.is_survey else randomize_index(config, indices[i])
             device_groups = None if groups is None else groups[i]
             sealed = seal_answer(config, secrets.token_bytes(32), report, device_groups, public_key=public_key,
                                  round=round)  # fmt: skip

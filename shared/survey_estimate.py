@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms.estimate import (
     INTERVAL_METHODS,
-    UNBIASED_NOTE,
     Estimate,
     Tally,
     normal_quantile,
@@ -78,6 +77,12 @@ __all__ = [
 SPLITS: tuple[str, ...] = ("per_question", "sampling")
 #: The three kinds of question.
 KINDS: tuple[str, ...] = ("choice", "multi", "number")
+
+#: What a choice or multi estimate says next to its numbers (the survey form of ``UNBIASED_NOTE``).
+SURVEY_UNBIASED_NOTE = (
+    "counts and proportions are unbiased (their average over repeated collections is the truth), so at small n "
+    "they may fall below 0 or above n (proportions outside [0, 1])"
+)
 
 #: The interval served under the sampling split.
 SAMPLING_INTERVAL = "normal"
@@ -191,7 +196,7 @@ class ProportionResult:
             "options" if self.kind == "multi" else "categories": rows,
             "unbiased": {
                 "outside_range": any(not 0 <= float(c) <= self.population for c in self.counts) and not empty,
-                "note": UNBIASED_NOTE,
+                "note": SURVEY_UNBIASED_NOTE,
             },
         }
 

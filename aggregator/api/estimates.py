@@ -1,5 +1,5 @@
-"""``GET /api/v1/campaigns/<id>/estimate[?round=<label>&group_by=<field>&group_after=<value>&level=0.95&noise=...``
-``&refresh=true&sample=q]``, ``GET /api/v1/campaigns/<id>/top[?j=1&refresh=true]`` (central) and
+"""``GET /api/v1/campaigns/<id>/estimate[?question=<id>&round=<label>&group_by=<field>&group_after=<value>``
+``&level=0.95&noise=...&refresh=true&sample=q]``, ``GET /api/v1/campaigns/<id>/top[?j=1&refresh=true]`` (central) and
 ``GET /api/v1/campaigns/<id>/rounds`` (analyst)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")
 
 
 @bp.get("/<campaign_id>/estimate")
-@query_params("round", "group_by", "group_after", "level", "noise", "refresh", "sample")
+@query_params("round", "group_by", "group_after", "level", "noise", "refresh", "sample", "question")
 def estimate(campaign_id: str) -> dict[str, Any]:
     """Unbiased counts with stderr and CI (local), or a noisy release charged to the budget (central)."""
     return current_service().estimate(
@@ -30,6 +30,7 @@ def estimate(campaign_id: str) -> dict[str, Any]:
         role=current_role(),
         sample=query_str("sample"),
         group_after=query_str("group_after"),
+        question=query_str("question"),
     )
 
 
