@@ -21,6 +21,7 @@ from deniable.shared.contract import CLIENT_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignClosed, InvalidParameter, TransportError
 from deniable.shared.fields import check_round
+from deniable.shared.sampling import RandBelow
 
 from .config import fetch_config
 from .outbox import Delivery, RetryPolicy, post_batch
@@ -96,6 +97,7 @@ def simulate_fleet(
     retry: RetryPolicy | None = None,
     timeout: float = 30.0,
     round: str | None = None,
+    randbelow: RandBelow | None = None,
 ) -> FleetResult:
     """One simulated device per entry of ``values`` answers ``campaign_id`` once: category labels, or for a
     survey (format 3) one answers dict per device (``{"smoke": "yes", "age": 37, "apps": ["mail"]}``,
@@ -106,6 +108,9 @@ def simulate_fleet(
     ``round`` is the round label every device answers in (required for a recurring campaign, refused
     otherwise); each simulated device is new, so its randomized report is a fresh draw of the same law as
     a real device's permanent response.
+    ``randbelow`` replaces ``secrets.randbelow`` in every randomizer (a sampling survey's draw included) for
+    reproducible tests and simulations only (e.g. :func:`~deniable.shared.sampling.seeded_randbelow`);
+    real devices never take it.
     Raises ``InvalidParameter`` for an unknown label or bad groups before anything is sent,
     ``UnknownCampaign``/``InvalidConfig``/``CampaignClosed`` for the campaign, and ``TransportError`` if
     the config cannot be fetched.
@@ -138,7 +143,9 @@ def simulate_fleet(
     def devices(start: int, stop: int) -> list[dict[str, Any]]:
         envelopes = []
         for i in range(start, stop):
-            report = randomize_survey(config, indices[i]) if config.is_survey else randomize_index(config, indices[i])
+            draw = secrets.randbelow if randbelow is None else randbelow
+            report = (randomize_survey(config, indices[i], draw) if config.is_survey
+                      else randomize_index(config, indices[i], draw))
             device_groups = None if groups is None else groups[i]
             sealed = seal_answer(config, secrets.token_bytes(32), report, device_groups, public_key=public_key,
                                  round=round)  # fmt: skip
