@@ -26,7 +26,7 @@ from deniable.shared.sampling import seeded_randbelow
 
 OPTIONS = ["mail", "maps", "news", "chat", "music"]
 QUESTIONS: list[dict[str, Any]] = [
-    {"id": "smoke", "text": "Did you smoke in the last 30 days?", "kind": "choice", "categories": ["no", "yes", "quit"]},
+    {"id": "smoke", "text": "Did you smoke this month?", "kind": "choice", "categories": ["no", "yes", "quit"]},
     {"id": "apps", "text": "Which apps did you use today?", "kind": "multi", "options": OPTIONS, "max_selected": 3},
     {"id": "age", "text": "How old are you?", "kind": "number", "range": [18, 99]},
 ]  # fmt: skip
