@@ -29,7 +29,6 @@ from deniable.shared.accounting import compose
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
-from deniable.shared.fields import show
 from deniable.shared.limits import (
     CAMPAIGN_STATUSES,
     MAX_GROUP_CELLS,
@@ -37,6 +36,7 @@ from deniable.shared.limits import (
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
 )
+from deniable.shared.messages import show
 from deniable.shared.tokens import MAX_TOKENS_PER_ACCOUNT, Admission, public_key_text
 
 __all__ = [

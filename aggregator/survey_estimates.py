@@ -168,12 +168,11 @@ def _release_question(
             conn, config.id, config.privacy_budget, cost, release_key=key, at=at, epsilon=question.epsilon,
             role=role, parameters={"question": question.id, "group_by": group_by, "refresh": refresh},
         )  # fmt: skip
-        tallies = central._read_tallies(conn, config.id, group_by or "")
+        tallies = Store.group_tallies(conn, config.id, group_by or "")
         values = [""] if group_by is None else sorted(set(config.group_values.get(group_by, ())) | set(tallies))
         stored = {"groups": {}, "cost": {**cost.to_dict(), "text": cost.describe()}, "released_at": at}
         for value in values:
-            n, support = tallies.get(value, (0, []))
-            stored["groups"][value] = _draw(slot, StoredTally(int(n), list(support)), adjacency)
+            stored["groups"][value] = _draw(slot, tallies.get(value, StoredTally(0, [])), adjacency)
         Store.keep_release(conn, config.id, key, epsilon=question.epsilon, result=stored, at=at)
     groups = {value: _render(slot, draw, level) for value, draw in stored["groups"].items()}
     for body in groups.values():
@@ -214,8 +213,8 @@ def survey_central_estimate(
         composed = accountant_totals(conn, config.id)
         totals = accountant.totals_body(config.privacy_budget, composed)
         if composed.epsilon_sum is not None:  # campaigns.epsilon_spent follows the ledger, as for a histogram
-            conn.execute("UPDATE campaigns SET epsilon_spent = ? WHERE id = ?",
-                         (central.spent_text(central._decimal(Fraction(composed.epsilon_sum))), config.id))
+            spent = central.spent_text(central._decimal(Fraction(composed.epsilon_sum)))
+            Store.set_epsilon_spent(conn, config.id, spent)
     body: dict[str, Any] = {
         "campaign_id": config.id, "trust_model": "central", "split": config.split.to_json(), "level": level,
         "noise": central_kinds.KIND_NOISE, "adjacency": adjacency, "accountant": totals,

@@ -77,7 +77,7 @@ def layout(config: CampaignConfig) -> tuple[Slot, ...]:
 def width(config: CampaignConfig) -> int:
     """The length of the campaign's tally vector: Σ_q (2 + width of q's tally), or k for formats 1 and 2."""
     if not config.is_survey:
-        return config.k
+        return len(config.categories)
     last = _layout(config)[-1]
     return last.offset + last.width
 
