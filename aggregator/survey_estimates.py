@@ -31,7 +31,7 @@ from deniable.aggregator import accountant, central, central_kinds
 from deniable.aggregator.store import OVERALL, Store, StoredTally
 from deniable.aggregator.survey_tally import QuestionTally, Slot, layout, question_tally
 from deniable.shared.accounting import Totals, compose
-from deniable.shared.campaign import CampaignConfig
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.survey_estimate import estimate_question
