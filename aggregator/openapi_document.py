@@ -547,6 +547,91 @@ _SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "SurveyRow": {
+        "type": "object",
+        "description": "one category (choice) or option (multi) of a survey question: the count of holders "
+        "among the respondents it speaks for, its stderr and CI, the proportion with stderr and CI; under "
+        "the sampling split also sampling_stderr, the part of the stderr that sampling who answers adds",
+        "required": ["count", "stderr", "ci"],
+        "properties": {
+            "category": {"type": "string"},
+            "option": {"type": "string"},
+            "count": _NUM_OR_NULL,
+            "stderr": _NUM_OR_NULL,
+            "ci": _INTERVAL,
+            "proportion": _NUM_OR_NULL,
+            "proportion_stderr": _NUM_OR_NULL,
+            "proportion_ci": _INTERVAL,
+            "sampling_stderr": _NUM_OR_NULL,
+        },
+    },
+    "QuestionEstimate": {
+        "type": "object",
+        "description": "one question's estimate: 'categories' (choice), 'options' (multi) or 'mean' (number); "
+        "n is the number of respondents the estimate speaks for (central: public only where noted), "
+        "answered the reports that answered it, skipped those that skipped it (optional questions)",
+        "required": ["question", "kind"],
+        "properties": {
+            "question": {"type": "string"},
+            "text": {"type": "string"},
+            "kind": {"type": "string", "enum": ["choice", "multi", "number"]},
+            "split": {"type": "string", "enum": ["per_question", "sampling"]},
+            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "mechanism": {"type": "string"},
+            "epsilon": {"type": "number"},
+            "n": {"type": "integer", "minimum": 0, "nullable": True},
+            "answered": {"type": "integer"},
+            "skipped": {"type": "integer", "minimum": 0},
+            "level": {"type": "number"},
+            "interval": {"type": "object", "properties": {"method": {"type": "string"},
+                                                          "description": {"type": "string"}}},
+            "categories": {"type": "array", "items": _ref("SurveyRow")},
+            "options": {"type": "array", "items": _ref("SurveyRow")},
+            "mean": {
+                "type": "object",
+                "required": ["mean", "stderr", "ci", "range"],
+                "properties": {
+                    "mean": _NUM_OR_NULL, "stderr": _NUM_OR_NULL, "ci": _INTERVAL, "sampling_stderr": _NUM_OR_NULL,
+                    "range": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+                },
+            },
+            "unbiased": {"type": "object"},
+            "cached": {"type": "boolean", "description": "central: served from the kept release (spent nothing)"},
+            "cost": {"type": "object", "description": "central: this question's release cost"},
+            "released_at": {"type": "string"},
+        },
+    },
+    "SurveyEstimate": {
+        "type": "object",
+        "description": "a survey (format 3): every question's estimate (or the one ?question= names), overall "
+        "or per group ('groups' maps each group value to {n, questions}); central surveys add the "
+        "accountant's totals after the releases this request made",
+        "required": ["campaign_id", "trust_model", "split", "level"],
+        "properties": {
+            "campaign_id": {"type": "string"},
+            "trust_model": {"type": "string", "enum": ["local", "central"]},
+            "split": {"type": "object", "properties": {"mode": {"type": "string"}, "requested": {"type": "string"},
+                                                       "reason": {"type": "string"}}},
+            "n": {"type": "integer", "minimum": 0, "nullable": True},
+            "level": {"type": "number"},
+            "round": {"type": "string"},
+            "questions": {"type": "array", "items": _ref("QuestionEstimate")},
+            "group_by": {"type": "string"},
+            "next_group_after": {"type": "string"},
+            "groups": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["questions"],
+                    "properties": {"n": {"type": "integer", "minimum": 0},
+                                   "questions": {"type": "array", "items": _ref("QuestionEstimate")}},
+                },
+            },
+            "noise": {"type": "string"},
+            "adjacency": {"type": "string"},
+            "accountant": {"type": "object"},
+        },
+    },
     "Rounds": {
         "type": "object",
         "required": ["campaign_id", "recurring", "rounds"],
@@ -860,6 +945,13 @@ _PATHS: dict[str, Any] = {
                 },
                 {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": 64}},
                 {
+                    "name": "question",
+                    "in": "query",
+                    "description": "surveys: estimate only this question (its id); a central survey then "
+                    "releases (and charges) only this question",
+                    "schema": {"type": "string", "maxLength": 64},
+                },
+                {
                     "name": "group_after",
                     "in": "query",
                     "description": "local grouped estimates: list the groups after this value (the "
@@ -899,7 +991,8 @@ _PATHS: dict[str, Any] = {
                 },
             ],
             "responses": {
-                "200": _json(_ref("Estimate"), "the estimate"),
+                "200": _json({"oneOf": [_ref("Estimate"), _ref("SurveyEstimate")]},
+                             "the estimate: of the one question (formats 1 and 2), or of a survey's questions"),
                 **_errors(400, 401, 403, 404, 409, 422),
             },
         }

@@ -83,6 +83,15 @@ def seeded_app(app: Flask) -> Iterator[Flask]:
         json={"id": "fuzz", "question": "q", "categories": ["a", "b"], "epsilon": 1.0},
         headers={"Authorization": f"Bearer {ADMIN}"},
     )
+    client.post(  # a survey, so that its estimates are checked against the document too
+        "/api/v1/campaigns",
+        json={"id": "fuzz-survey", "title": "t", "epsilon": 1.0, "split": "sampling", "questions": [
+            {"id": "c", "text": "c?", "kind": "choice", "categories": ["a", "b"]},
+            {"id": "m", "text": "m?", "kind": "multi", "options": ["x", "y", "z"], "max_selected": 2},
+            {"id": "v", "text": "v?", "kind": "number", "range": [0, 10]},
+        ]},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )  # fmt: skip
     yield app
 
 
@@ -103,3 +112,52 @@ def test_responses_conform_to_the_document(seeded_app: Flask) -> None:
             case.call_and_validate(headers={"Authorization": f"Bearer {ADMIN}"}, checks=CHECKS)
 
         call()
+
+
+def _json_schema(node: object) -> object:
+    """An OpenAPI 3.0 schema as JSON Schema: ``nullable`` as a null alternative, boolean exclusive bounds
+    as numeric ones."""
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _json_schema(value) for key, value in node.items() if key != "nullable"}
+    for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if out.get(exclusive) is True:
+            out[exclusive] = out.pop(bound)
+        elif out.get(exclusive) is False:
+            del out[exclusive]
+    if node.get("nullable"):
+        return {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+def test_survey_estimates_the_app_serves_validate_against_the_document(seeded_app: Flask) -> None:
+    """Real estimate bodies of a survey with reports (every question, one question) against the 200 schema."""
+    import jsonschema_rs
+
+    from deniable.client.report import normalize_answers, randomize_survey, seal_answer
+    from deniable.shared.descriptor import CampaignConfig
+
+    client = seeded_app.test_client()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    config = CampaignConfig.from_json(client.get("/api/v1/campaigns/fuzz-survey", headers=auth).json)
+    envelopes = [
+        seal_answer(config, bytes([i]) * 32, randomize_survey(config, normalize_answers(
+            config, {"c": "ab"[i % 2], "m": ["x", "z"][: i % 3], "v": i % 11})), None).to_json()
+        for i in range(40)
+    ]  # fmt: skip
+    posted = client.post("/api/v1/campaigns/fuzz-survey/reports", json={"reports": envelopes}, headers=auth)
+    assert posted.status_code == 200 and posted.json["accepted"] == 40
+    doc = document()
+    response = doc["paths"]["/api/v1/campaigns/{campaign_id}/estimate"]["get"]["responses"]["200"]
+    schema = {**_json_schema(response["content"]["application/json"]["schema"]),  # type: ignore[dict-item]
+              "components": _json_schema(doc["components"])}  # fmt: skip
+    validator = jsonschema_rs.validator_for(schema)
+    for query in ("", "?question=m", "?question=v&level=0.9"):
+        body = client.get(f"/api/v1/campaigns/fuzz-survey/estimate{query}", headers=auth).json
+        assert body["questions"], body
+        errors = [error.message for error in validator.iter_errors(body)]
+        assert not errors, (query, errors[:3])
+    legacy = client.get("/api/v1/campaigns/fuzz/estimate", headers=auth).json
+    assert not [error.message for error in validator.iter_errors(legacy)]
