@@ -20,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,8 @@ def _create(args: argparse.Namespace) -> int:
     }
     body.update({key: value for key, value in flags.items() if value is not None})
     body["id"] = args.id
+    if "questions" in body or "title" in body:  # a survey (format 3) from --from-file
+        return _create_survey(args, body)
     missing = [name for name in ("question", "categories", "epsilon") if name not in body]
     if missing:
         raise SystemExit(
@@ -187,6 +189,31 @@ def _create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _create_survey(args: argparse.Namespace, body: dict[str, Any]) -> int:
+    missing = [name for name in ("title", "questions", "epsilon") if name not in body]
+    if missing:
+        raise SystemExit("deniable campaigns create: a survey needs " + ", ".join(missing) + " in --from-file")
+    analyst = _analyst(args)
+    fields = {key: value for key, value in body.items() if key not in ("id", "title", "questions", "epsilon")}
+    config = analyst.create_survey(body["id"], body["title"], body["questions"], body["epsilon"], **fields)
+    if args.format == "json":
+        print(json.dumps(config, indent=2, ensure_ascii=False))
+    else:
+        print(
+            f"created survey {config['id']} ({config['trust_model']}, split {config['split']['mode']}, "
+            f"ε = {_eps(config['epsilon'])}, {plural(len(config['questions']), 'question')}); devices fetch it at "
+            f"{analyst.url}/api/v1/campaigns/{config['id']}"
+        )
+    return 0
+
+
+def _mechanism_text(c: Mapping[str, Any]) -> str:
+    """A campaign's mechanism, or a survey's split and number of questions."""
+    if "questions" in c:
+        return f"survey: {plural(len(c['questions']), 'question')}, {c['split']['mode']}"
+    return str(c["mechanism"])
+
+
 def _campaign_rows(campaigns: Sequence[dict[str, Any]]) -> list[list[Any]]:
     rows = []
     for c in campaigns:
@@ -195,7 +222,7 @@ def _campaign_rows(campaigns: Sequence[dict[str, Any]]) -> list[list[Any]]:
         left = None if budget is None else max(0.0, round(budget - c.get("epsilon_spent", 0.0), 12))
         reports = "private" if c.get("n_reports") is None else f"{c['n_reports']:,}"
         rows.append([
-            c["id"], c["status"], c["trust_model"], c["mechanism"], _eps(c["epsilon"]), reports,
+            c["id"], c["status"], c["trust_model"], _mechanism_text(c), _eps(c["epsilon"]), reports,
             _eps(c.get("epsilon_spent")) if central else "", _eps(left), _minute(c.get("created_at")),
         ])  # fmt: skip
     return rows
@@ -244,13 +271,19 @@ def _show(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(c, indent=2, ensure_ascii=False))
         return 0
+    survey = "questions" in c
+    about = (
+        [("title", c["title"]), ("split", f"{c['split']['mode']} ({c['split'].get('reason', '')})")]
+        + [(f"question {q['id']}", f"{q['kind']}, {q['mechanism']}, ε = {_eps(q['epsilon'])}: {q['text']}")
+           for q in c["questions"]]
+        if survey else [("question", c["question"]), ("categories", ", ".join(c["categories"]))]
+    )  # fmt: skip
     lines = [
         ("id", c["id"]),
-        ("question", c["question"]),
-        ("categories", ", ".join(c["categories"])),
+        *about,
         ("status", c["status"] + (f" (closed {_minute(c['closed_at'])} UTC)" if c.get("closed_at") else "")),
         ("trust model", c["trust_model"]),
-        ("mechanism", f"{c['mechanism']}, ε = {_eps(c['epsilon'])}"),
+        ("mechanism", f"{_mechanism_text(c)}, ε = {_eps(c['epsilon'])}"),
         ("reports", "private (central, add-remove: read the noisy n of a release)" if c.get("n_reports") is None
          else plural(c["n_reports"], "report")),
         ("created", _minute(c.get("created_at")) + " UTC"),
@@ -287,7 +320,35 @@ def _local_listing(args: argparse.Namespace) -> int:
 # -- estimate and timeline ---------------------------------------------------------------------------
 
 
-def _estimate_table(records: Records) -> str:
+def _survey_table(records: Records) -> str:
+    """A survey's estimate: one block per question (a mean table for a number, else the category table)."""
+    first = records[0]
+    blocks = []
+    for qid in dict.fromkeys(row["question_id"] for row in records):
+        mine = records.where(question_id=qid)
+        top = mine[0]
+        head = f"{qid} ({top['kind']}): {top['question']}"
+        model = f"{top['trust_model']}, {top['mechanism']}, ε = {_eps(top['epsilon'])}"
+        if top["kind"] == "number":
+            level = f"{top['level'] * 100:g}%"
+            rows = [[
+                "all" if row["group"] is None else row["group"], _num(row["estimate"], 2), _num(row["stderr"], 2),
+                "" if row["ci_low"] is None else f"{_num(row['ci_low'], 2)} to {_num(row['ci_high'], 2)}",
+                "" if row["n"] is None else f"{row['n']:,}",
+            ] for row in mine]  # fmt: skip
+            table = render_table(["GROUP", "MEAN", "± SE", f"{level} CI", "N"], rows, right=(1, 2, 3, 4))
+        else:
+            table = _estimate_table(mine, header=False)
+            if top["kind"] == "multi":
+                table = table.replace("CATEGORY", "OPTION  ", 1)
+        blocks.append(f"{head}\n{model}\n{table}")
+    title = f"{first['campaign_id']}" + (f" (round {first['round']})" if first.get("round") else "")
+    return title + "\n\n" + "\n\n".join(blocks)
+
+
+def _estimate_table(records: Records, *, header: bool = True) -> str:
+    if header and len(records) and records[0].get("question_id") is not None:
+        return _survey_table(records)
     by_key: dict[tuple[Any, Any], dict[str, dict[str, Any]]] = {}
     for row in records:
         by_key.setdefault((row["group"], row["category"]), {})[row["statistic"]] = row
@@ -318,7 +379,9 @@ def _estimate_table(records: Records) -> str:
     if first.get("round"):
         head += f" (round {first['round']})"
     model = f"{first['trust_model']}, {first['mechanism']}, ε = {_eps(first['epsilon'])}"
-    table = f"{head}\n{model}\n" + render_table(headers, rows, right=(2, 3, 4, 5, 6, 7))
+    table = render_table(headers, rows, right=(2, 3, 4, 5, 6, 7))
+    if header:
+        table = f"{head}\n{model}\n" + table
     outside = [
         stats["count"] for stats in by_key.values()
         if "count" in stats and _outside(stats["count"].get("estimate"), stats["count"].get("n"))
@@ -337,7 +400,8 @@ def _outside(count: Any, n: Any) -> bool:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    records = _analyst(args).estimates(args.campaign, group_by=args.group_by, round=args.round, level=args.level)
+    records = _analyst(args).estimates(args.campaign, group_by=args.group_by, round=args.round, level=args.level,
+                                       question=args.question)  # fmt: skip
     _emit(records, args.format, _estimate_table)
     return 0
 
@@ -433,13 +497,16 @@ def register(subparsers: Any) -> None:
     estimate = subparsers.add_parser(
         "estimate",
         help="a campaign's estimates with standard errors and intervals (over HTTP)",
-        description="Per group and category the estimated count and share with standard error and interval. "
+        description="Per question, group and category (or option) the estimated count and share with standard "
+        "error and interval; per number question the mean. "
         "Local campaigns: free to read. Central campaigns: the stored release is free, the first release "
         "of a grouping spends ε from the budget.",
         formatter_class=_Formatter,
         allow_abbrev=False,
     )
     estimate.add_argument("campaign", help="the campaign's id")
+    estimate.add_argument("--question", metavar="Q", help="surveys: only this question (its id); default: every "
+                          "question")
     estimate.add_argument("--group-by", metavar="FIELD", help="estimate each value of this group field")
     estimate.add_argument("--round", help="recurring campaigns: the round to estimate")
     estimate.add_argument("--level", type=float, default=0.95, help="the intervals' coverage")

@@ -21,7 +21,7 @@ Errors are the SDK's typed errors (see :mod:`deniable.analyst.http`). Standard l
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,17 @@ class Analyst:
         config: dict[str, Any] = self._http.request("POST", CAMPAIGNS_PATH, body=body)
         return config
 
+    def create_survey(
+        self, id: str, title: str, questions: Sequence[Mapping[str, Any]], epsilon: float, **options: Any
+    ) -> dict[str, Any]:
+        """Create a survey (admin token): ``questions`` as ``POST /api/v1/campaigns`` takes them
+        (``{"id": "age", "text": "How old are you?", "kind": "number", "range": [18, 99]}``, kinds choice,
+        multi and number); ``options``: ``split`` (per_question, sampling, auto) and the fields of
+        :meth:`create_campaign`. Returns its public config (format 3)."""
+        body = {"id": id, "title": title, "questions": [dict(q) for q in questions], "epsilon": epsilon, **options}
+        config: dict[str, Any] = self._http.request("POST", CAMPAIGNS_PATH, body=body)
+        return config
+
     def campaigns(
         self, *, status: str | None = None, limit: int = CAMPAIGN_PAGE_DEFAULT, offset: int = 0
     ) -> CampaignPage:
@@ -145,12 +156,15 @@ class Analyst:
         level: float = 0.95,
         noise: str | None = None,
         refresh: bool = False,
+        question: str | None = None,
     ) -> dict[str, Any]:
-        """The estimate body as the API serves it (see :meth:`estimates` for tidy rows).
+        """The estimate body as the API serves it (see :meth:`estimates` for tidy rows); of a survey, every
+        question's estimate or only ``question``'s.
 
         Central campaigns: the stored release of this grouping and noise is free; the first one, and
-        ``refresh=True``, spend ε from the budget."""
-        params = {"group_by": group_by, "round": round, "level": level, "noise": noise, "refresh": refresh or None}
+        ``refresh=True``, spend ε from the budget (a survey's: each question's share of it)."""
+        params = {"group_by": group_by, "round": round, "level": level, "noise": noise, "refresh": refresh or None,
+                  "question": question}  # fmt: skip
         body: dict[str, Any] = self._http.request("GET", _path(campaign_id, "estimate"), params=params)
         return body
 
@@ -163,11 +177,14 @@ class Analyst:
         level: float = 0.95,
         noise: str | None = None,
         refresh: bool = False,
+        question: str | None = None,
     ) -> Records:
-        """Tidy rows of the estimate: per group and category a ``count`` and a ``proportion`` row with
-        estimate, stderr, ci_low, ci_high at ``level``, and n (columns in :data:`ESTIMATE_COLUMNS`)."""
+        """Tidy rows of the estimate: per question, group and category (option) a ``count`` and a
+        ``proportion`` row, per number question a ``mean`` row, each with estimate, stderr, ci_low, ci_high
+        at ``level``, and n (columns in :data:`ESTIMATE_COLUMNS`); ``question`` keeps one of a survey's."""
         config = self._http.request("GET", _path(campaign_id))
-        body = self.estimate(campaign_id, group_by=group_by, round=round, level=level, noise=noise, refresh=refresh)
+        body = self.estimate(campaign_id, group_by=group_by, round=round, level=level, noise=noise, refresh=refresh,
+                             question=question)  # fmt: skip
         return estimate_rows(body, question=config.get("question"))
 
     # -- central campaigns -----------------------------------------------------------------------

@@ -37,6 +37,8 @@ __all__ = [
 ESTIMATE_COLUMNS: tuple[str, ...] = (
     "campaign_id",
     "question",
+    "question_id",
+    "kind",
     "round",
     "group_by",
     "group",
@@ -53,8 +55,9 @@ ESTIMATE_COLUMNS: tuple[str, ...] = (
     "epsilon",
 )
 
-#: Statistics of a category: its estimated count of respondents and that count's share of n.
-STATISTICS: tuple[str, ...] = ("count", "proportion")
+#: Statistics of a category or option: its estimated count of respondents and that count's share of n; of
+#: a number question: the mean.
+STATISTICS: tuple[str, ...] = ("count", "proportion", "mean")
 
 #: The columns of a release log table (``parameters`` and ``cost`` are objects: JSON in a CSV cell).
 RELEASE_COLUMNS: tuple[str, ...] = (
@@ -166,10 +169,18 @@ def _cell(value: Any) -> str:
 
 
 def _category_rows(body: Mapping[str, Any], base: Mapping[str, Any], level: float) -> Iterator[dict[str, Any]]:
-    """The count and proportion rows of each category of one (ungrouped or per-group) estimate body."""
+    """The count and proportion rows of each category (or option) of one (ungrouped or per-group) estimate
+    body; the mean row of a number question."""
     n = body.get("n")
-    for row in body.get("categories", ()):
-        common = {**base, "category": row["category"], "level": level, "n": n}
+    mean = body.get("mean")
+    if isinstance(mean, Mapping):
+        ci = mean.get("ci") or [None, None]
+        yield {**base, "category": None, "level": level, "n": n, "statistic": "mean", "estimate": mean.get("mean"),
+               "stderr": mean.get("stderr"), "ci_low": ci[0], "ci_high": ci[1]}  # fmt: skip
+        return
+    for row in [*body.get("categories", ()), *body.get("options", ())]:
+        label = row["category"] if "category" in row else row.get("option")
+        common = {**base, "category": label, "level": level, "n": n}
         yield {
             **common,
             "statistic": "count",
@@ -192,8 +203,10 @@ def estimate_rows(body: Mapping[str, Any], *, question: str | None = None) -> Re
     """Tidy rows of an estimate body of ``GET /api/v1/campaigns/<id>/estimate`` (local or central, overall
     or grouped): per group (``group`` is None overall) and category, a ``count`` row and a ``proportion`` row.
 
-    ``question`` is the campaign's question text (the estimate body does not repeat it); a campaign of
-    several questions will give each its rows.
+    ``question`` is the campaign's question text (a one-question body does not repeat it). A survey's body
+    gives every question its rows: ``question`` its text, ``question_id`` and ``kind``; per category
+    (choice) or option (multi, in ``category``) a count and a proportion row; per number question one
+    ``mean`` row (``category`` empty) in the range's units.
     """
     level = body.get("level", 0.95)
     base = {
@@ -206,6 +219,16 @@ def estimate_rows(body: Mapping[str, Any], *, question: str | None = None) -> Re
     }
     groups = body.get("groups")
     rows: list[dict[str, Any]] = []
+    if _is_survey(body):
+        for value, group in (groups.items() if isinstance(groups, Mapping) else [(None, body)]):
+            for answer in group.get("questions", ()):
+                mechanism = answer.get("mechanism", answer.get("noise", body.get("noise")))
+                rows += _category_rows(answer, {
+                    **base, "question": answer.get("text"), "question_id": answer.get("question"),
+                    "kind": answer.get("kind"), "group": value, "mechanism": mechanism,
+                    "epsilon": answer.get("epsilon"), "trust_model": body.get("trust_model"),
+                }, answer.get("level", level))  # fmt: skip
+        return Records(ESTIMATE_COLUMNS, rows)
     if isinstance(groups, Mapping):
         for value, group in groups.items():
             mechanism = group.get("mechanism", body.get("mechanism", body.get("noise")))
@@ -214,6 +237,14 @@ def estimate_rows(body: Mapping[str, Any], *, question: str | None = None) -> Re
         mechanism = body.get("mechanism", body.get("noise"))
         rows += _category_rows(body, {**base, "group": None, "mechanism": mechanism}, level)
     return Records(ESTIMATE_COLUMNS, rows)
+
+
+def _is_survey(body: Mapping[str, Any]) -> bool:
+    """Whether an estimate body is a survey's (its questions listed, overall or per group)."""
+    if "questions" in body:
+        return True
+    groups = body.get("groups")
+    return isinstance(groups, Mapping) and any(isinstance(g, Mapping) and "questions" in g for g in groups.values())
 
 
 def timeline_rows(body: Mapping[str, Any]) -> Records:

@@ -160,3 +160,46 @@ def test_a_central_survey_releases_each_question_under_one_budget(aggregator: Ru
     assert aggregator.estimate("survey-central", question="smoke", refresh="true")["accountant"]["spent"] == \
         pytest.approx(4.0)
     assert "survey-central: 3000 reports, tallies equal a recount" in verify(aggregator)
+
+
+def test_the_analyst_client_and_cli_serve_every_question(aggregator: RunningServer, tmp_path: Any) -> None:
+    import json
+    import os
+
+    from deniable.analyst import Analyst
+
+    analyst = Analyst(aggregator.url, token=aggregator.admin_token)
+    config = analyst.create_survey("survey-cli", "Health", QUESTIONS, 3.0, split="per_question")
+    assert config["format_version"] == 3 and [q["id"] for q in config["questions"]] == ["smoke", "apps", "age"]
+    answers = population(1500, seed=11)
+    simulate_fleet(aggregator.url, "survey-cli", answers, randbelow=seeded_randbelow(np.random.default_rng(1)))
+    rows = analyst.estimates("survey-cli")
+    body = aggregator.estimate("survey-cli")
+    assert {r["question_id"] for r in rows} == {"smoke", "apps", "age"}
+    assert len(rows.where(question_id="smoke")) == 3 * 2 and len(rows.where(question_id="apps")) == 5 * 2
+    (mean_row,) = rows.where(question_id="age")
+    assert (mean_row["statistic"], mean_row["kind"], mean_row["question"]) == ("mean", "number", "How old are you?")
+    assert mean_row["estimate"] == body["questions"][2]["mean"]["mean"]
+    assert [mean_row["ci_low"], mean_row["ci_high"]] == body["questions"][2]["mean"]["ci"]
+    option = rows.where(question_id="apps", category="maps", statistic="count")[0]
+    served = next(r for r in body["questions"][1]["options"] if r["option"] == "maps")
+    assert (option["estimate"], option["stderr"]) == (served["count"], served["stderr"])
+    assert len(analyst.estimates("survey-cli", question="apps")) == 10
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DENIABLE_")}
+    env["DENIABLE_TOKEN"] = aggregator.analyst_token
+    cli = [sys.executable, "-m", "deniable.aggregator.cli", "estimate", "survey-cli", "--url", aggregator.url]
+    table = subprocess.run([*cli, "--question", "age"], capture_output=True, text=True, env=env, timeout=120,
+                           check=False)  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    assert "age (number): How old are you?" in table.stdout and "MEAN" in table.stdout
+    assert "smoke" not in table.stdout
+    every = subprocess.run([*cli, "--format", "json"], capture_output=True, text=True, env=env, timeout=120,
+                           check=False)  # fmt: skip
+    assert every.returncode == 0, every.stderr
+    assert json.loads(every.stdout) == rows.to_records()
+    full = subprocess.run(cli, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert "apps (multi): Which apps did you use today?" in full.stdout and "OPTION" in full.stdout
+    listing = subprocess.run([sys.executable, "-m", "deniable.aggregator.cli", "campaigns", "list", "--url",
+                              aggregator.url], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert listing.returncode == 0, listing.stderr
+    assert "survey: 3 questions, per_question" in listing.stdout
