@@ -65,12 +65,19 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def error_bar_chart(bars: Sequence[Bar], *, title: str, percent: bool = True) -> Markup:
+def error_bar_chart(
+    bars: Sequence[Bar], *, title: str, percent: bool = True, domain: tuple[float, float] | None = None
+) -> Markup:
     """A horizontal dot-and-whisker chart: one row per bar, the dot at the estimate, the whisker from low
-    to high. ``title`` names the chart for screen readers (``role="img"`` with ``aria-label``)."""
+    to high. ``title`` names the chart for screen readers (``role="img"`` with ``aria-label``). The axis
+    spans [0, 1] (``percent``) or [0, max], or ``domain`` (a number question's range), widened to every value."""
     values = [v for b in bars for v in (b.estimate, b.low, b.high) if v is not None and math.isfinite(v)]
-    low = min([0.0, *values])
-    high = max([1.0 if percent else 0.0, *values]) or 1.0
+    if domain is not None:
+        low, high = min([domain[0], *values]), max([domain[1], *values])
+        high = high if high > low else low + 1.0
+    else:
+        low = min([0.0, *values])
+        high = max([1.0 if percent else 0.0, *values]) or 1.0
     plot = _WIDTH - _LABEL_WIDTH - _PAD
 
     def x(value: float) -> float:

@@ -214,6 +214,43 @@ def _comparison(config: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _survey_sections(body: dict[str, Any], group_by: str | None) -> list[dict[str, Any]]:
+    """One figure per question and group of a survey: proportions of categories (choice) or options (multi)
+    with their 95% intervals, or the mean of a number question with its interval, on its declared range."""
+    rows = estimate_rows(body)
+    sections = []
+    for value, group in _groups(body):
+        where = "all respondents" if value is None else f"{group_by} = {value}"
+        for answer in group.get("questions", ()):
+            qid, kind = answer["question"], answer["kind"]
+            mine = [r for r in rows if r["group"] == value and r["question_id"] == qid]
+            section: dict[str, Any] = {
+                "title": f"{answer.get('text', qid)}", "where": where, "value": value, "question": qid, "kind": kind,
+                "n": answer.get("n"), "answered": answer.get("answered"), "skipped": answer.get("skipped"),
+            }  # fmt: skip
+            if kind == "number":
+                (mean,) = [r for r in mine if r["statistic"] == "mean"]
+                low, high = answer["mean"]["range"]
+                section["mean"] = mean
+                section["chart"] = error_bar_chart(
+                    [Bar("mean", mean["estimate"], mean["ci_low"], mean["ci_high"])], percent=False,
+                    domain=(float(low), float(high)),
+                    title=f"Estimated mean of {answer.get('text', qid)}, {where}, with its 95% interval",
+                )  # fmt: skip
+            else:
+                shares = [r for r in mine if r["statistic"] == "proportion"]
+                counts = {r["category"]: r for r in mine if r["statistic"] == "count"}
+                what = "option" if kind == "multi" else "answer"
+                section["rows"] = [(r, counts[r["category"]]) for r in shares]
+                section["chart"] = error_bar_chart(
+                    [Bar(r["category"], r["estimate"], r["ci_low"], r["ci_high"]) for r in shares],
+                    title=f"Estimated share choosing each {what} of {answer.get('text', qid)}, {where}, "
+                    "with 95% intervals",
+                )  # fmt: skip
+            sections.append(section)
+    return sections
+
+
 @bp.get("/campaigns/<campaign_id>")
 @query_params("group_by", "round", "bucket")
 def campaign(campaign_id: str) -> Response:
@@ -237,7 +274,9 @@ def campaign(campaign_id: str) -> Response:
     if not config.recurring or round_ is not None:
         body = service.stored_estimate(campaign_id, group_by=group_by, round=round_)
     sections = []
-    if body is not None:
+    if body is not None and config.is_survey:
+        sections = _survey_sections(body, group_by)
+    elif body is not None:
         rows = estimate_rows(body, question=config.question)
         for value, group in _groups(body):
             group_rows = [r for r in rows if r["group"] == value]

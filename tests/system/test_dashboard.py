@@ -223,6 +223,74 @@ def test_hostile_text_is_text_and_no_script_runs(browser: Any, server: RunningSe
     context.close()
 
 
+SURVEY_QUESTIONS: list[dict[str, Any]] = [
+    {"id": "os", "text": "Which platform?", "kind": "choice", "categories": ["android", "ios", "web"]},
+    {"id": "apps", "text": "Which apps today?", "kind": "multi", "options": ["mail", "maps", HOSTILE_LABEL],
+     "max_selected": 2},
+    {"id": "age", "text": HOSTILE, "kind": "number", "range": [18, 99]},
+]  # fmt: skip
+
+
+def test_a_survey_page_shows_every_question_with_the_apis_error_bars(browser: Any, server: RunningServer) -> None:
+    """Categories, options and a mean, per group: each bar's numbers are the API's; hostile question text
+    and option labels stay text; the CSV is the analyst client's rows."""
+    from deniable.client import simulate_fleet
+    from deniable.shared.sampling import seeded_randbelow
+
+    server.create_campaign(id="dash-survey", title="Device survey", questions=SURVEY_QUESTIONS, epsilon=3.0,
+                           split="per_question", group_fields=["country"], group_values={"country": ["nl", "fr"]})
+    rng = np.random.default_rng(4)
+    answers = [{"os": ["android", "ios", "web"][int(rng.integers(0, 3))],
+                "apps": [["mail"], ["maps", HOSTILE_LABEL], []][i % 3], "age": int(rng.integers(18, 100))}
+               for i in range(300)]  # fmt: skip
+    simulate_fleet(server.url, "dash-survey", answers, [{"country": "nl" if i % 2 else "fr"} for i in range(300)],
+                   randbelow=seeded_randbelow(rng))  # fmt: skip
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    _sign_in(page, server, server.analyst_token)
+    assert page.locator("tr[data-campaign='dash-survey'] td.question").inner_text() == "Device survey"
+    page.goto(server.url + "/dashboard/campaigns/dash-survey?group_by=country")
+    api = server.estimate("dash-survey", group_by="country")
+    for value, group in api["groups"].items():
+        for answer in group["questions"]:
+            figure = page.locator(f"figure[data-group='{value}'][data-question='{answer['question']}']")
+            assert figure.count() == 1 and figure.get_attribute("data-kind") == answer["kind"]
+            bars = figure.locator("g.bar")
+            if answer["kind"] == "number":
+                bar = bars.first
+                assert float(bar.get_attribute("data-estimate")) == answer["mean"]["mean"]
+                assert [float(bar.get_attribute(a)) for a in ("data-ci-low", "data-ci-high")] == answer["mean"]["ci"]
+                assert figure.locator("h3").inner_text() == HOSTILE  # hostile text is text
+                continue
+            rows = answer["categories" if answer["kind"] == "choice" else "options"]
+            assert bars.count() == len(rows)
+            for i, row in enumerate(rows):
+                bar = bars.nth(i)
+                assert bar.get_attribute("data-category") == row.get("category", row.get("option"))
+                assert float(bar.get_attribute("data-estimate")) == row["proportion"]
+                assert float(bar.get_attribute("data-ci-low")) == row["proportion_ci"][0]
+                assert float(bar.get_attribute("data-ci-high")) == row["proportion_ci"][1]
+                cx = float(bar.locator("circle").get_attribute("cx"))
+                x1, x2 = (float(bar.locator("line.whisker").get_attribute(a)) for a in ("x1", "x2"))
+                assert x1 <= cx <= x2
+    assert page.locator("figure.question").count() == 2 * 3
+    assert page.locator("main script").count() == 0 and page.locator("main img").count() == 0
+    _shot(page, "campaign-survey")
+    with page.expect_download() as info:
+        page.click("a.download")
+    downloaded = Path(info.value.path()).read_bytes().decode("utf-8")
+    analyst = Analyst(server.url, token=server.analyst_token)
+    assert downloaded == analyst.estimates("dash-survey", group_by="country").to_csv()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server.url + "/dashboard/campaigns/dash-survey")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.wait_for_timeout(300)
+    assert dialogs == []
+    context.close()
+
+
 # -- over plain HTTP: CSRF, cookies, access --------------------------------------------------------------
 
 
