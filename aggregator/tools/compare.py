@@ -437,11 +437,42 @@ def error_curves(
 # -- command line ----------------------------------------------------------------------------------
 
 
+def _run_kind(args: argparse.Namespace) -> int:
+    """``--kind multi|number``: :mod:`deniable.aggregator.compare_kinds`."""
+    import numpy as np
+
+    from .compare_kinds import compare_kind, kind_error_curves
+    from .plots import plot_error_curves, plot_path
+
+    rng = np.random.default_rng(args.seed)
+    try:
+        plot = None if args.plot is None else plot_path(args.plot)
+        result = compare_kind(args.kind, n=args.n, epsilon=args.epsilon, trials=args.trials, rng=rng, k=args.k,
+                              m=args.m, p=args.p)  # fmt: skip
+    except (InvalidParameter, ValueError) as exc:
+        print(f"deniable compare: {exc}", file=sys.stderr)
+        return 2
+    print(result.table())
+    if plot is not None:
+        curves = kind_error_curves(args.kind, epsilon=args.epsilon, trials=args.trials, rng=rng, n_max=args.n,
+                                   k=args.k, m=args.m, p=args.p)  # fmt: skip
+        what = "option 0's count" if args.kind == "multi" else "the mean"
+        markers = [(f"this run: local, n = {args.n}", float(args.n), result.local.measured_sd),
+                   (f"this run: central, n = {args.n}", float(args.n), result.central.measured_sd)]
+        written = plot_error_curves(curves, plot, title=f"{args.kind} question: error of {what} at ε = "
+                                    f"{args.epsilon:g}", markers=markers,
+                                    ylabel=f"standard deviation of {what}")  # fmt: skip
+        print(f"plot written to {written}")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .plots import plot_error_curves, plot_path
 
+    if args.kind != "choice":
+        return _run_kind(args)
     rng = np.random.default_rng(args.seed)
     try:
         plot = None if args.plot is None else plot_path(args.plot)  # refuse a bad path before simulating
@@ -489,7 +520,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--n", type=int, default=100_000, help="population size (default 100000)")
     parser.add_argument("--p", type=float, default=0.3, help="proportion holding category 1 (default 0.3)")
     parser.add_argument("--epsilon", type=float, default=1.0, help="privacy parameter (default 1)")
-    parser.add_argument("--k", type=int, default=2, help="number of categories (default 2)")
+    parser.add_argument(
+        "--kind", choices=("choice", "multi", "number"), default="choice",
+        help="the question compared: choice (a category's count, default), multi (an option's count, at most "
+        "--m selected of --k options) or number (a mean of values in [0, 100])",
+    )
+    parser.add_argument("--k", type=int, default=2, help="number of categories or options (default 2; 8 is "
+                        "a good multi)")
+    parser.add_argument("--m", type=int, default=3, help="multi: most options one answer selects (default 3)")
     parser.add_argument(
         "--delta", type=float, default=1e-5, help="δ of the central Gaussian count (default 1e-05)"
     )

@@ -37,6 +37,7 @@ def plot_error_curves(
     *,
     title: str = "count error",
     markers: Sequence[Marker] = (),
+    ylabel: str = "standard deviation of the estimated count",
 ) -> Path:
     """Draw ``curves`` (and ``markers``) to :func:`plot_path` of ``path`` (PNG, or any format matplotlib
     knows by the suffix); return the path written."""
@@ -70,7 +71,7 @@ def plot_error_curves(
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("n (respondents)")
-    ax.set_ylabel("standard deviation of the estimated count")
+    ax.set_ylabel(ylabel)
     ax.set_title(f"{title}\nlines: formulas; markers: simulation (o local, △ shuffled, □ central)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, ncol=2, loc="upper left")
