@@ -203,3 +203,27 @@ def test_the_analyst_client_and_cli_serve_every_question(aggregator: RunningServ
                               aggregator.url], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert listing.returncode == 0, listing.stderr
     assert "survey: 3 questions, per_question" in listing.stdout
+
+
+def test_a_recurring_survey_is_estimated_round_by_round_and_skips_are_counted(aggregator: RunningServer) -> None:
+    questions = [QUESTIONS[0], {**QUESTIONS[1], "optional": True}, QUESTIONS[2]]
+    aggregator.create_campaign(id="survey-rounds", title="Weekly", questions=questions, epsilon=3.0,
+                               split="per_question", recurring=True)  # fmt: skip
+    answers = population(900, seed=2)
+    for i in range(0, 900, 3):
+        del answers[i]["apps"]  # a third skip the optional question
+    first, second = answers[:500], answers[500:]
+    simulate_fleet(aggregator.url, "survey-rounds", first, round="2026-w48",
+                   randbelow=seeded_randbelow(np.random.default_rng(3)))  # fmt: skip
+    simulate_fleet(aggregator.url, "survey-rounds", second, round="2026-w49",
+                   randbelow=seeded_randbelow(np.random.default_rng(4)))  # fmt: skip
+    refused = aggregator.get("/api/v1/campaigns/survey-rounds/estimate", role="analyst")
+    assert refused.status_code == 422 and "round" in refused.json()["error"]["message"]
+    for label, mine in (("2026-w48", first), ("2026-w49", second)):
+        body = aggregator.estimate("survey-rounds", round=label)
+        assert body["round"] == label and body["n"] == len(mine)
+        apps = body["questions"][1]
+        skipped = sum("apps" not in a for a in mine)
+        assert (apps["skipped"], apps["answered"], apps["n"]) == (skipped, len(mine) - skipped, len(mine) - skipped)
+        assert body["questions"][0]["answered"] == len(mine) and body["questions"][0]["skipped"] == 0
+    assert "survey-rounds: 900 reports, tallies equal a recount" in verify(aggregator)
