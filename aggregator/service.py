@@ -59,7 +59,10 @@ CREATE_FIELDS = frozenset(
         "group_size", "admission", "shuffler",
     }
 )
-SURVEY_CREATE_FIELDS = (CREATE_FIELDS - {"question", "categories", "mechanism"}) | {"title", "questions", "split"}
+#: A survey takes no shuffler (shuffled campaigns ask one question).
+SURVEY_CREATE_FIELDS = (CREATE_FIELDS - {"question", "categories", "mechanism", "shuffler"}) | {
+    "title", "questions", "split",
+}
 _REQUIRED = ("id", "question", "categories", "epsilon")
 _SURVEY_REQUIRED = ("id", "title", "questions", "epsilon")
 
@@ -216,6 +219,7 @@ class Service:
         if survey and not isinstance(body["questions"], list):
             raise InvalidConfig(f"'questions' must be a JSON array of question objects, got {show(body['questions'])}")
         create = CampaignConfig.create_survey if survey else CampaignConfig.create
+        shuffler = body.get("shuffler") if isinstance(body.get("shuffler"), dict) else None
         config = create(
             id=body["id"],
             epsilon=body["epsilon"],
@@ -232,7 +236,7 @@ class Service:
             budget_rho=body.get("budget_rho"),
             group_size=body.get("group_size"),
             admission=admission,
-            shuffler=body.get("shuffler") if isinstance(body.get("shuffler"), dict) else None,
+            **({} if survey else {"shuffler": shuffler}),
         )
         if "shuffler" in body and not isinstance(body["shuffler"], dict):
             raise InvalidConfig(
