@@ -220,6 +220,7 @@ class Service:
             raise InvalidConfig(f"'questions' must be a JSON array of question objects, got {show(body['questions'])}")
         create = CampaignConfig.create_survey if survey else CampaignConfig.create
         shuffler = body.get("shuffler") if isinstance(body.get("shuffler"), dict) else None
+        extra: dict[str, Any] = {} if survey else {"shuffler": shuffler}
         config = create(
             id=body["id"],
             epsilon=body["epsilon"],
@@ -236,7 +237,7 @@ class Service:
             budget_rho=body.get("budget_rho"),
             group_size=body.get("group_size"),
             admission=admission,
-            **({} if survey else {"shuffler": shuffler}),
+            **extra,
         )
         if "shuffler" in body and not isinstance(body["shuffler"], dict):
             raise InvalidConfig(
