@@ -438,7 +438,7 @@ def error_curves(
 
 
 def _run_kind(args: argparse.Namespace) -> int:
-    """``--kind multi|number``: :mod:`deniable.aggregator.compare_kinds`."""
+    """``--kind multi|number``: :mod:`deniable.aggregator.tools.compare_kinds`."""
     import numpy as np
 
     from .compare_kinds import compare_kind, kind_error_curves

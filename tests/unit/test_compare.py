@@ -136,7 +136,7 @@ def test_the_figure_is_of_this_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_the_new_kinds_measure_what_their_formulas_say(kind: str) -> None:
     """Local and central sds of an option's count and of a mean, measured over 400 trials, within 4 of
     their standard errors of the formulas; the central error is far below the local one."""
-    from deniable.aggregator.compare_kinds import compare_kind
+    from deniable.aggregator.tools.compare_kinds import compare_kind
 
     result = compare_kind(kind, n=3000, epsilon=1.0, trials=400, rng=np.random.default_rng(8))
     for model in (result.local, result.central):

@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from deniable.aggregator import central_kinds
-from deniable.aggregator.compare import ErrorCurve, ModelError, _model, discrete_laplace_kurtosis
+from deniable.aggregator.tools.compare import ErrorCurve, ModelError, _model, discrete_laplace_kurtosis
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms.mean import MeanMechanism, NumberRange, choose_mean_mechanism
 from deniable.shared.mechanisms.sets import SetMechanism, choose_set_mechanism
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "KindComparison", "compare_kind", "kind_error_curves"]
 
-#: The kinds ``deniable compare --kind`` takes (``choice`` is :func:`deniable.aggregator.compare.compare`).
+#: The kinds ``deniable compare --kind`` takes (``choice`` is :func:`deniable.aggregator.tools.compare.compare`).
 KINDS = ("choice", "multi", "number")
 
 #: The number question's range and grid.
