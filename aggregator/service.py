@@ -218,10 +218,10 @@ class Service:
         )  # fmt: skip
         if survey and not isinstance(body["questions"], list):
             raise InvalidConfig(f"'questions' must be a JSON array of question objects, got {show(body['questions'])}")
-        create = CampaignConfig.create_survey if survey else CampaignConfig.create
+        make = CampaignConfig.create_survey if survey else CampaignConfig.create
         shuffler = body.get("shuffler") if isinstance(body.get("shuffler"), dict) else None
         extra: dict[str, Any] = {} if survey else {"shuffler": shuffler}
-        config = create(
+        config = make(
             id=body["id"],
             epsilon=body["epsilon"],
             public_key=public,
