@@ -202,7 +202,7 @@ def survey_central_estimate(
         raise InvalidParameter(f"campaign {config.id!r} declares no group_values for {group_by!r}")
     adjacency = config.adjacency or "add-remove"
     with store.transaction() as conn:
-        from deniable.aggregator.estimates import _check_policy
+        from deniable.aggregator.estimation import _check_policy
 
         released = []
         for slot in slots:
