@@ -234,7 +234,7 @@ SURVEY_QUESTIONS: list[dict[str, Any]] = [
 def test_a_survey_page_shows_every_question_with_the_apis_error_bars(browser: Any, server: RunningServer) -> None:
     """Categories, options and a mean, per group: each bar's numbers are the API's; hostile question text
     and option labels stay text; the CSV is the analyst client's rows."""
-    from deniable.client import simulate_fleet
+    from deniable.client.fleet import simulate_fleet
     from deniable.shared.sampling import seeded_randbelow
 
     server.create_campaign(id="dash-survey", title="Device survey", questions=SURVEY_QUESTIONS, epsilon=3.0,

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from support.server import RunningServer
 
-from deniable.client import simulate_fleet
+from deniable.client.fleet import simulate_fleet
 from deniable.shared.sampling import seeded_randbelow
 
 OPTIONS = ["mail", "maps", "news", "chat", "music"]
