@@ -243,3 +243,16 @@ test('a survey is pinned, answered by question id, memoized, and its envelope op
   assert.equal(opened.payload.answers.apps, null); // the optional question, skipped
   assert.deepEqual(Object.keys(opened.payload.answers).sort(), ['age', 'apps', 'smoke']);
 });
+
+test('a recurring survey and a central survey are refused by default, with nothing spent', async () => {
+  const v3 = load('wire-v3.json');
+  for (const [name, pattern] of [['recurring', /recurring survey/], ['central', /central trust model/]]) {
+    const config = v3.campaigns.find((c) => c.name === name).config;
+    const { fetch } = server(config, (reports) => verdicts(reports));
+    const client = await open(fetch);
+    const e = v3.campaigns.find((c) => c.name === name).envelopes[0];
+    await assert.rejects(client.submit(config.id, e.answers, { groups: e.payload.groups, round: e.payload.round ?? null }), pattern);
+    assert.equal((await client.ledger()).total, 0);
+    assert.equal((await client.pending()).length, 0);
+  }
+});
