@@ -3,6 +3,7 @@
 >>> from deniable.client import Client
 >>> client = Client("http://127.0.0.1:8000", state_dir="~/.local/share/myapp/deniable")  # doctest: +SKIP
 >>> receipt = client.submit("smoking-2026", "yes", groups={"country": "NL"})            # doctest: +SKIP
+>>> client.submit("health-2026", {"smoke": "yes", "age": 37, "apps": ["mail", "maps"]})  # a survey  # doctest: +SKIP
 >>> client.flush()                                                                       # doctest: +SKIP
 >>> client.pending()                        # what still waits, and why                  # doctest: +SKIP
 >>> client.ledger()                                                                      # doctest: +SKIP
@@ -19,6 +20,7 @@ from deniable.shared.errors import (
     DeliveryError,
     DeniableError,
     DeviceStateError,
+    InvalidAnswer,
     InvalidConfig,
     InvalidParameter,
     TransportError,
@@ -46,6 +48,7 @@ __all__ = [
     "ForgetWarning",
     "Forgotten",
     "HTTPTransport",
+    "InvalidAnswer",
     "InvalidConfig",
     "InvalidParameter",
     "Ledger",

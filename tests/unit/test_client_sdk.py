@@ -93,7 +93,7 @@ def test_public_names_are_pinned() -> None:
         [
             "AdmissionTokenRequired", "BudgetExceeded", "CampaignClosed", "CampaignSpend", "Client", "DeliveryError",
             "DeniableError", "DeviceStateError", "ExpiredReport", "ForgetWarning", "Forgotten",
-            "PendingReport", "TokenBatch",
+            "PendingReport", "TokenBatch", "InvalidAnswer",
             "FlushResult", "HTTPTransport", "InvalidConfig", "InvalidParameter", "Ledger", "Receipt",
             "Rejection", "Response", "RetryPolicy", "Transport", "TransportError", "UnknownCampaign",
             "default_state_dir",

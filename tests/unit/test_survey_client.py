@@ -214,3 +214,24 @@ def test_the_command_line_reads_answers_as_json_or_text() -> None:
     assert _answer("age=NaN") == ("age", "NaN")  # not a number: refused by the question, naming it
     with pytest.raises(argparse.ArgumentTypeError, match="QUESTION=VALUE"):
         _answer("age")
+
+
+def test_a_survey_with_admission_spends_one_token_per_envelope(desk: Desk) -> None:
+    from deniable.aggregator.issuer import Issuer
+    from deniable.shared import blindrsa
+    from deniable.shared.errors import AdmissionTokenRequired
+    from deniable.shared.tokens import Admission, public_key_text
+
+    key = blindrsa.generate_key()
+    admission = Admission(public_key_text(key.public_key()), 10)
+    config = desk.create(id="gated", title="Gated", questions=HEALTH, epsilon=1.0, admission=admission,
+                         split="per_question")
+    client = Client("http://desk.invalid", None, transport=desk)
+    with pytest.raises(AdmissionTokenRequired):
+        client.submit("gated", ANSWER)
+    assert client.obtain_tokens("gated", 1, Issuer(key, admission).sign) == 1
+    client.submit("gated", ANSWER)
+    assert client.tokens("gated") == 0 and client.flush() == 1
+    (payload,) = desk.payloads("gated")
+    assert payload.token is not None and set(payload.answers) == {"smoke", "age", "apps"}
+    assert desk.sizes["gated"] == {ciphertext_bytes(config)}
