@@ -95,9 +95,9 @@ def test_devices_report_through_the_shuffler_and_estimates_carry_the_central_eps
     # the same device again: the shuffler counts it once (its dedup token), and the device settles it
     with Client(aggregator.url, state_dir=tmp_path / "device3") as client:
         receipt = client.submit("smoke", "yes")
-        assert receipt.duplicate if hasattr(receipt, "duplicate") else True
-        client.deliver()
-        assert client.pending() == []
+        assert receipt.memoized and receipt.epsilon_spent == 0  # the same envelope again, nothing spent
+        result = client.deliver()
+        assert (result.duplicate, result.pending) == (1, 0), result
 
 
 def test_the_shuffler_counts_one_report_per_device(pair: Any) -> None:
