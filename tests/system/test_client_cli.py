@@ -113,3 +113,24 @@ def test_errors_name_the_command_line_flags(aggregator: RunningServer, tmp_path:
     budget = _cli(*base, "--campaign", _campaign(aggregator), "--max-epsilon", "0.5")
     assert budget.returncode == 1 and "--max-epsilon" in budget.stderr, budget.stderr
     assert "max_epsilon_per_campaign" not in budget.stderr
+
+
+def test_submit_answers_a_survey_with_one_answer_flag_per_question(aggregator: RunningServer, tmp_path: Path) -> None:
+    cid = f"cli-survey-{next(_ids)}"
+    aggregator.create_campaign(id=cid, title="Health", epsilon=1.0, split="per_question", questions=[
+        {"id": "smoke", "text": "Smoke?", "kind": "choice", "categories": ["no", "yes"]},
+        {"id": "apps", "text": "Apps?", "kind": "multi", "options": ["mail", "maps", "news"], "optional": True},
+        {"id": "age", "text": "Age?", "kind": "number", "range": [18, 99]},
+    ])  # fmt: skip
+    state = ["--state-dir", str(tmp_path / "device")]
+    base = ["submit", "--aggregator", aggregator.url, "--campaign", cid, *state]
+    refused = _cli(*base, "--answer", "smoke=yes", "--answer", "age=120")
+    assert refused.returncode == 1 and "question 'age': the answer must lie in [18, 99], got 120" in refused.stderr
+    both = _cli(*base, "--value", "yes", "--answer", "age=30")
+    assert both.returncode == 1 and "give --value V" in both.stderr
+    done = _cli(*base, "--answer", "smoke=yes", "--answer", 'apps=["mail", "maps"]', "--answer", "age=37", "--json")
+    assert done.returncode == 0, done
+    out = json.loads(done.stdout)
+    assert out["receipt"]["epsilon_spent"] == 1.0 and out["delivery"]["accepted"] == 1
+    body = aggregator.estimate(cid)
+    assert [q["answered"] for q in body["questions"]] == [1, 1, 1]

@@ -62,3 +62,19 @@ def test_analyst_notebook(tmp_path: Path) -> None:
         assert float(low) < float(estimate) < float(high)
     assert f"400 reports; plot written to {plot}" in out
     assert plot.read_bytes()[:4] == b"\x89PNG" and plot.with_suffix(".csv").read_text().startswith("campaign_id,")
+
+
+def test_health_survey_with_all_three_kinds() -> None:
+    out = _run("health_survey.py", "--n", "1500", "--epsilon", "2", "--split", "sampling", "--seed", "3")
+    assert "split sampling (requested)" in out
+    assert "device 0: one envelope for the whole survey, ε spent 2, ledger total 2" in out
+    assert "device 0: refused on the device: question 'age': the answer must lie in [18, 99], got 120" in out
+    assert "1500 devices answered (0 rejected)" in out
+    rows = re.findall(r"^  (\w+)\s+true\s+(\d+)\s+estimate\s+([-\d.]+) ±\s+([\d.]+)", out, re.M)
+    assert {r[0] for r in rows} == {"no", "yes", "mail", "maps", "news", "chat", "music"}, out
+    for _, truth, count, stderr in rows:
+        assert abs(float(count) - int(truth)) <= 5 * float(stderr)
+    mean = re.search(r"mean: true ([\d.]+), estimate ([-\d.]+) ± ([\d.]+)", out)
+    assert mean is not None, out
+    truth, estimate, stderr = (float(g) for g in mean.groups())
+    assert abs(estimate - truth) <= 5 * stderr

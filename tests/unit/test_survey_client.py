@@ -201,6 +201,21 @@ def test_the_budget_is_checked_against_the_whole_survey(desk: Desk) -> None:
     assert client.pending() == []
 
 
+def test_a_simulated_fleet_answers_a_survey_as_devices_do(desk: Desk) -> None:
+    from deniable.client.fleet import simulate_fleet
+
+    answers = [ANSWER, {"smoke": "no", "age": 64.5}, dict(ANSWER, apps=[])] * 10
+    result = simulate_fleet("http://desk.invalid", "health", answers, transport=desk, batch_size=7)
+    assert result.accepted == 30 and result.rejected == 0
+    payloads = desk.payloads("health")
+    assert [p.answers["apps"] is None for p in payloads].count(True) == 10
+    sampled = simulate_fleet("http://desk.invalid", "five", [{"smoke": "no", "age": 20, "income": 5}] * 20,
+                             transport=desk)  # fmt: skip
+    assert sampled.accepted == 20 and all(len(p.answers) == 1 for p in desk.payloads("five"))
+    with pytest.raises(InvalidAnswer, match="question 'age'"):
+        simulate_fleet("http://desk.invalid", "health", [ANSWER, {"smoke": "no", "age": 0}], transport=desk)
+
+
 def test_the_command_line_reads_answers_as_json_or_text() -> None:
     import argparse
 
