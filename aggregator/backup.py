@@ -42,18 +42,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from deniable.client.secret_file import DIR_MODE, SECRET_MODE, write_secret_file, write_secret_stream
+from deniable.shared.errors import BackupError
 from deniable.shared.fields import plural
 
-__all__ = ["BACKUP_FORMAT", "BackupError", "BackupSummary", "backup_data_dir", "register", "restore_data_dir"]
+__all__ = ["BACKUP_FORMAT", "BackupSummary", "backup_data_dir", "register", "restore_data_dir"]
 
 BACKUP_FORMAT = "deniable-backup/1"
-DATABASE_NAME = "deniable.sqlite3"  # the same name as deniable.aggregator.app.DATABASE_NAME (checked by a test)
+DATABASE_NAME = "deniable.sqlite3"  # the same name as deniable.aggregator.api.app.DATABASE_NAME (checked by a test)
 _MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
-
-
-class BackupError(Exception):
-    """A backup or restore that cannot be done as asked; the message says what to do."""
 
 
 @dataclass(frozen=True)

@@ -343,7 +343,7 @@ def _announce(url: str, data_dir: Path) -> Any:
 def serve_command(args: argparse.Namespace) -> int:
     """Prepare the data dir (tokens, schema), then serve (gunicorn's master over uvicorn workers, see
     :mod:`deniable.aggregator.server`) until it is stopped (SIGTERM/SIGINT)."""
-    from deniable.aggregator.app import DATABASE_NAME
+    from deniable.aggregator.api.app import DATABASE_NAME
     from deniable.aggregator.secret_files import ensure_tokens, token_paths
     from deniable.aggregator.server import AggregatorServer, gunicorn_options
     from deniable.aggregator.store import Store
@@ -407,7 +407,7 @@ def serve_command(args: argparse.Namespace) -> int:
 def _open_store(data_dir: Path, database: str | None = None) -> Any:
     """The store of ``database`` (a PostgreSQL URL), else of the data dir's SQLite file; None (after one line
     on stderr) when there is none or it cannot be reached."""
-    from deniable.aggregator.app import DATABASE_NAME
+    from deniable.aggregator.api.app import DATABASE_NAME
     from deniable.aggregator.store import Store
     from deniable.shared.errors import StoreUnavailable
 

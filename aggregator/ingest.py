@@ -27,14 +27,12 @@ import hashlib
 import json
 from typing import Any
 
-from werkzeug.exceptions import BadRequest
-
 from deniable.aggregator import survey_tally
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.contract import BATCH_STATUSES
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.envelope import Envelope, open_envelope
-from deniable.shared.errors import CampaignClosed, InvalidReport, PermissionDenied
+from deniable.shared.errors import CampaignClosed, InvalidReport, InvalidRequest, PermissionDenied
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS
 from deniable.shared.shuffle import ShuffledBatch, open_inner, verify_batch
 from deniable.shared.survey import encode_answers
@@ -45,13 +43,13 @@ __all__ = ["decode_envelope", "parse_batch", "submit_batch", "submit_shuffled_ba
 def parse_batch(body: Any, *, max_batch: int) -> list[Any]:
     """The list of envelopes of a batch body; 400 if the body is not ``{"reports": [1..max_batch]}``."""
     if not isinstance(body, dict) or not isinstance(body.get("reports"), list):
-        raise BadRequest('the body must be a JSON object {"reports": [envelope, ...]}')
+        raise InvalidRequest('the body must be a JSON object {"reports": [envelope, ...]}')
     extra = sorted(str(key)[:40] for key in body if key != "reports")
     if extra:
-        raise BadRequest(f"unexpected keys in the batch body: {extra[:5]}; send only 'reports'")
+        raise InvalidRequest(f"unexpected keys in the batch body: {extra[:5]}; send only 'reports'")
     items: list[Any] = body["reports"]
     if not 1 <= len(items) <= max_batch:
-        raise BadRequest(
+        raise InvalidRequest(
             f"a batch must hold 1 to {max_batch} envelopes, got {len(items)}; split larger uploads"
         )
     return items
@@ -115,7 +113,7 @@ def submit_batch(
     a recurring campaign holds at most :data:`~deniable.shared.limits.MAX_ROUNDS` distinct rounds. A report
     past a cap is rejected with the reason.
 
-    Raises ``CampaignClosed`` (409) for a closed campaign and ``BadRequest`` (400) for a malformed batch.
+    Raises ``CampaignClosed`` (409) for a closed campaign and ``InvalidRequest`` (400) for a malformed batch.
     """
     if config.status != "open":
         raise CampaignClosed(f"campaign {config.id!r} is closed; no more reports are accepted")
@@ -161,7 +159,7 @@ def submit_shuffled_batch(store: Store, config: CampaignConfig, private_key: byt
     if config.status != "open":
         raise CampaignClosed(f"campaign {config.id!r} is closed; no more batches are accepted")
     if config.trust_model != "shuffled" or config.shuffler is None:
-        raise BadRequest(
+        raise InvalidRequest(
             f"campaign {config.id!r} is {config.trust_model}: it takes envelopes from devices at "
             f"/api/v1/campaigns/{config.id}/reports, not shuffled batches"
         )
@@ -169,10 +167,10 @@ def submit_shuffled_batch(store: Store, config: CampaignConfig, private_key: byt
     try:
         batch = ShuffledBatch.from_json(body, inner_bytes=48 + config.padded_length)
     except InvalidReport as exc:
-        raise BadRequest(str(exc)) from exc
+        raise InvalidRequest(str(exc)) from exc
     threshold = config.shuffler.min_batch
     if len(batch.reports) < threshold:
-        raise BadRequest(
+        raise InvalidRequest(
             f"a batch of campaign {config.id!r} must hold at least {threshold} reports (its declared min_batch), "
             f"got {len(batch.reports)}; nothing was stored"
         )

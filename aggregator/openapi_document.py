@@ -1,7 +1,7 @@
 """The OpenAPI 3.0 document of the HTTP API, served at ``GET /api/v1/openapi.json``.
 
 Written out by hand (not derived from the routes or the access table), so that the test comparing it with
-``app.url_map`` and :data:`deniable.aggregator.auth.ROUTE_ACCESS` can catch either side drifting.
+``app.url_map`` and :data:`deniable.aggregator.api.auth.ROUTE_ACCESS` can catch either side drifting.
 Every operation declares its security: ``bearerAuth`` or ``[]`` (public).
 """
 

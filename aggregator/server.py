@@ -38,7 +38,7 @@ from gunicorn.glogging import Logger
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
-from deniable.aggregator.app import create_app
+from deniable.aggregator.api.app import create_app
 from deniable.aggregator.front import Front, FrontSettings, error_bytes
 from deniable.aggregator.log_format import EscapingFormatter
 from deniable.shared.limits import MAX_HEADER_BYTES

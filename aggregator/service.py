@@ -1,7 +1,7 @@
 """The aggregator's operations, one method per API action, over one data dir.
 
 Views parse the request and call exactly one of these; each returns a JSON-ready dict or raises an error
-of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggregator.http_errors`).
+of the ``deniable.shared.errors`` tree (mapped to HTTP in :mod:`deniable.aggregator.api.errors`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
-
-from flask import current_app
 
 from deniable.aggregator import accountant, estimation, ingest, survey_tally
 from deniable.aggregator.central import remaining
@@ -40,7 +38,7 @@ from deniable.shared.messages import show
 from deniable.shared.tokens import MAX_TOKENS_PER_ACCOUNT, Admission, public_key_text
 
 __all__ = [
-    "CREATE_FIELDS", "MAX_GROUP_CELLS", "CampaignExists", "Service", "config_of", "current_service",
+    "CREATE_FIELDS", "MAX_GROUP_CELLS", "Service", "config_of",
 ]
 
 log = logging.getLogger("deniable.aggregator")
@@ -622,8 +620,3 @@ class Service:
 def _iso(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-def current_service() -> Service:
-    """The :class:`Service` of the app handling the current request."""
-    service: Service = current_app.extensions["deniable"]
-    return service

@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from deniable.aggregator.app import DATABASE_NAME
+from deniable.aggregator.api.app import DATABASE_NAME
 from deniable.aggregator.harness import ServerProcess
 from deniable.aggregator.store import Store
 from deniable.client import HTTPTransport, RetryPolicy, TransportError

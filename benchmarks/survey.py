@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from deniable.aggregator import survey_tally
-from deniable.aggregator.app import DATABASE_NAME, create_app
+from deniable.aggregator.api.app import DATABASE_NAME, create_app
 from deniable.aggregator.store import ReportRow, Store
 from deniable.aggregator.survey_estimates import survey_local_estimate
 from deniable.shared.descriptor import CampaignConfig

@@ -16,6 +16,8 @@
     ├── CampaignKeyUnavailable          the aggregator cannot use a campaign's key (a server fault; retryable)
     ├── StoreUnavailable                the aggregator's database failed or is unreachable (HTTP 503; retryable)
     ├── CampaignExists                  a campaign with that id already exists (ids are never reused)
+    ├── InvalidRequest                  a request is malformed as a whole, e.g. a batch body (HTTP 400)
+    ├── BackupError                     a backup or restore cannot be done as asked (the command line only)
     ├── AuthenticationFailed            no token, or a token the aggregator does not know (HTTP 401)
     ├── PermissionDenied                the token's role may not do this, or the figure is not released (403)
     ├── TransportError                  the aggregator could not be reached, or did not settle a delivery
@@ -47,6 +49,7 @@ __all__ = [
     "AggregatorUnavailable",
     "AnswerChanged",
     "AuthenticationFailed",
+    "BackupError",
     "BatchRefused",
     "BatchTooLarge",
     "BudgetExceeded",
@@ -62,6 +65,7 @@ __all__ = [
     "InvalidConfig",
     "InvalidParameter",
     "InvalidReport",
+    "InvalidRequest",
     "LedgerLost",
     "MalformedReply",
     "PermissionDenied",
@@ -165,6 +169,19 @@ class CampaignClosed(DeniableError):
     """The campaign is closed and accepts no more reports."""
 
     code = "campaign_closed"
+
+
+class InvalidRequest(DeniableError):
+    """A request is malformed as a whole (a batch body that is not ``{"reports": [...]}``, too many
+    envelopes): nothing of it was processed. HTTP 400 ``bad_request``."""
+
+    code = "bad_request"
+
+
+class BackupError(DeniableError):
+    """A backup or restore that cannot be done as asked; the message says what to do (``deniable backup``)."""
+
+    code = "backup_error"
 
 
 class CampaignKeyUnavailable(DeniableError):

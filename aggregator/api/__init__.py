@@ -3,7 +3,7 @@
 Paths are the public contract (``/api/v1/...``); the browser dashboard is ``/dashboard`` (HTML, session
 cookie: :mod:`deniable.aggregator.api.dashboard`); a campaign's survey page, answered in the respondent's browser,
 is ``/survey/<id>`` (:mod:`deniable.aggregator.api.survey`). Who may call each route is in
-:data:`deniable.aggregator.auth.ROUTE_ACCESS`; what each takes and returns is in the OpenAPI document
+:data:`deniable.aggregator.api.auth.ROUTE_ACCESS`; what each takes and returns is in the OpenAPI document
 (:mod:`deniable.aggregator.openapi_document`).
 """
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.auth import ADMIN, current_role
-from deniable.aggregator.bodies import json_object, query_int, query_params, query_str
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.auth import ADMIN, current_role
+from deniable.aggregator.api.bodies import json_object, query_int, query_params, query_str
+from deniable.aggregator.api.context import current_service
 from deniable.shared.limits import CAMPAIGN_PAGE_DEFAULT, CAMPAIGN_PAGE_MAX
 
 bp = Blueprint("campaigns", __name__, url_prefix="/api/v1/campaigns")

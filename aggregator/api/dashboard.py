@@ -1,9 +1,9 @@
 """The analysts' dashboard at ``/dashboard``: server-rendered HTML, no script, hand-made SVG charts.
 
-Pages (who may open each: :data:`deniable.aggregator.auth.SESSION_ACCESS`):
+Pages (who may open each: :data:`deniable.aggregator.api.auth.SESSION_ACCESS`):
 
 * ``GET /dashboard/sign-in`` and ``POST /dashboard/sign-in``: the token, typed once into a form, becomes a
-  session cookie (:mod:`deniable.aggregator.sessions`); ``POST /dashboard/sign-out`` ends it.
+  session cookie (:mod:`deniable.aggregator.api.sessions`); ``POST /dashboard/sign-out`` ends it.
 * ``GET /dashboard``: the campaigns with status, trust model, reports and ε spent and left.
 * ``GET /dashboard/campaigns/<id>?group_by=&round=&bucket=``: every category's estimate with its 95%
   interval as error bars and as a table, a group and round selector, the report timeline, a CSV download;
@@ -29,10 +29,10 @@ from flask import Blueprint, make_response, redirect, render_template, request, 
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
-from deniable.aggregator.bodies import query_params, query_str
-from deniable.aggregator.charts import Bar, error_bar_chart, timeline_chart
-from deniable.aggregator.service import current_service
-from deniable.aggregator.sessions import (
+from deniable.aggregator.api.bodies import query_params, query_str
+from deniable.aggregator.api.charts import Bar, error_bar_chart, timeline_chart
+from deniable.aggregator.api.context import current_service
+from deniable.aggregator.api.sessions import (
     Session,
     check_csrf,
     check_sign_in_csrf,
@@ -84,7 +84,7 @@ def _page(template: str, status: int = 200, **context: Any) -> Response:
 
 @bp.errorhandler(DeniableError)
 def _deniable_error(exc: DeniableError) -> Response:
-    from deniable.aggregator.http_errors import STATUS_OF
+    from deniable.aggregator.api.errors import STATUS_OF
 
     status = next(code for cls, code in STATUS_OF if isinstance(exc, cls))
     return _page("error.html", status, title="That did not work", message=str(exc))

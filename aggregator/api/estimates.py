@@ -8,9 +8,9 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.auth import current_role
-from deniable.aggregator.bodies import query_bool, query_float, query_int, query_params, query_str
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.auth import current_role
+from deniable.aggregator.api.bodies import query_bool, query_float, query_int, query_params, query_str
+from deniable.aggregator.api.context import current_service
 from deniable.shared.limits import MAX_TOP
 
 bp = Blueprint("estimates", __name__, url_prefix="/api/v1/campaigns")

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 from flask.typing import ResponseReturnValue
 
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.context import current_service
 from deniable.shared.contract import error_body
 
 bp = Blueprint("health", __name__)

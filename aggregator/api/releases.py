@@ -10,9 +10,9 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.auth import current_role
-from deniable.aggregator.bodies import json_body, query_int, query_params
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.auth import current_role
+from deniable.aggregator.api.bodies import json_body, query_int, query_params
+from deniable.aggregator.api.context import current_service
 from deniable.shared.limits import RELEASES_PAGE_DEFAULT, RELEASES_PAGE_MAX
 
 bp = Blueprint("releases", __name__, url_prefix="/api/v1/campaigns")

@@ -7,9 +7,9 @@ from typing import Any
 from flask import Blueprint, request
 from werkzeug.exceptions import TooManyRequests
 
-from deniable.aggregator.bodies import json_body
+from deniable.aggregator.api.bodies import json_body
+from deniable.aggregator.api.context import current_service
 from deniable.aggregator.front import ENVIRON_INGEST_LIMIT
-from deniable.aggregator.service import current_service
 
 bp = Blueprint("reports", __name__, url_prefix="/api/v1/campaigns")
 

@@ -7,7 +7,7 @@ fields and a plain-language note of what is randomized from the descriptor it fe
 pinned itself (``GET /api/v1/campaigns/<id>``), never from this HTML; it randomizes, seals and stores the
 answer in the browser (IndexedDB) and posts only the sealed report to ``/api/v1/campaigns/<id>/reports``.
 
-Routes (all public, listed in :data:`deniable.aggregator.auth.SESSION_ACCESS` as browser pages):
+Routes (all public, listed in :data:`deniable.aggregator.api.auth.SESSION_ACCESS` as browser pages):
 
 * ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign);
 * ``GET /survey/static/survey.js``: the bundle (an ES module: the package's exports and the page's
@@ -29,7 +29,7 @@ from pathlib import Path
 from flask import Blueprint, make_response, render_template, send_file
 from werkzeug.wrappers import Response
 
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.context import current_service
 from deniable.shared.errors import UnknownCampaign
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp"]

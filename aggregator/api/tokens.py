@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Blueprint
 
-from deniable.aggregator.bodies import json_body
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.bodies import json_body
+from deniable.aggregator.api.context import current_service
 
 bp = Blueprint("tokens", __name__, url_prefix="/api/v1/campaigns")
 

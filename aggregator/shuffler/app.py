@@ -27,9 +27,9 @@ from typing import Any
 from flask import Blueprint, Flask, current_app, request
 from werkzeug.wrappers import Response
 
+from deniable.aggregator.api.bodies import json_body
+from deniable.aggregator.api.errors import register_error_handlers
 from deniable.aggregator.api.reports import _spend_ingestion_tokens
-from deniable.aggregator.bodies import json_body
-from deniable.aggregator.http_errors import register_error_handlers
 from deniable.aggregator.shuffler.service import Shuffler
 
 __all__ = ["create_shuffler_app"]

@@ -55,7 +55,7 @@ class RunningServer(ServerProcess):
 
     def open_store(self) -> Any:
         """The server's store (SQLite file or PostgreSQL), opened in this process."""
-        from deniable.aggregator.app import DATABASE_NAME
+        from deniable.aggregator.api.app import DATABASE_NAME
         from deniable.aggregator.store import Store
 
         return Store(self.database or self.data_dir / DATABASE_NAME)

@@ -14,8 +14,8 @@ import pytest
 from flask import Flask
 from support.server import RunningServer
 
-from deniable.aggregator.app import create_app
-from deniable.aggregator.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS, role_of_token
+from deniable.aggregator.api.app import create_app
+from deniable.aggregator.api.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS, role_of_token
 
 
 def make_app(data_dir: str) -> Flask:

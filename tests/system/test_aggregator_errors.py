@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from support.server import RunningServer
 
-from deniable.aggregator.app import create_app
-from deniable.aggregator.http_errors import STATUS_OF
+from deniable.aggregator.api.app import create_app
+from deniable.aggregator.api.errors import STATUS_OF
 from deniable.aggregator.service import Service
 from deniable.shared import errors
 

@@ -1,6 +1,6 @@
 """Authorization: every route of the app is classified in ONE table, and the real server enforces it.
 
-The table is :data:`deniable.aggregator.auth.ROUTE_ACCESS` (endpoint → least role). These tests walk
+The table is :data:`deniable.aggregator.api.auth.ROUTE_ACCESS` (endpoint → least role). These tests walk
 ``app.url_map`` of a freshly built app (so a new route cannot escape them) and, against the real server
 (``deniable serve`` as a subprocess), check for every method of every non-public rule that
 
@@ -26,7 +26,7 @@ from support.server import RunningServer
 from werkzeug.routing import Rule
 
 from deniable.aggregator import create_app
-from deniable.aggregator.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
+from deniable.aggregator.api.auth import ADMIN, ANALYST, ISSUER, PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
 
 CAMPAIGN = "auth-target"
 IGNORED_METHODS = {"HEAD", "OPTIONS"}

@@ -25,12 +25,13 @@ import pytest
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
-from deniable.aggregator import app as app_module
 from deniable.aggregator import backup as backup_module
-from deniable.aggregator.backup import BackupError, backup_data_dir, restore_data_dir
+from deniable.aggregator.api import app as app_module
+from deniable.aggregator.backup import backup_data_dir, restore_data_dir
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.store import Store
 from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.errors import BackupError
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

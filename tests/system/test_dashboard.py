@@ -24,8 +24,8 @@ import requests
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
-from deniable.aggregator.auth import ADMIN, PUBLIC, SESSION_ACCESS
-from deniable.aggregator.sessions import COOKIE
+from deniable.aggregator.api.auth import ADMIN, PUBLIC, SESSION_ACCESS
+from deniable.aggregator.api.sessions import COOKIE
 from deniable.analyst import Analyst
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -357,7 +357,7 @@ def test_every_dashboard_page_needs_a_session_of_its_role(server: RunningServer)
 
 
 def test_every_dashboard_route_is_in_the_session_table(tmp_path: Path) -> None:
-    from deniable.aggregator.app import create_app
+    from deniable.aggregator.api.app import create_app
 
     app = create_app({"DATA_DIR": tmp_path / "d", "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
     rules = app.url_map.iter_rules()

@@ -124,7 +124,7 @@ def test_generated_requests_never_get_a_server_error(
 
 def test_the_fuzzed_operations_are_every_route(aggregator: RunningServer, schema: Any) -> None:
     from deniable.aggregator import create_app
-    from deniable.aggregator.auth import SESSION_ACCESS
+    from deniable.aggregator.api.auth import SESSION_ACCESS
 
     app = create_app({"DATA_DIR": aggregator.data_dir.with_name("walk"), "ADMIN_TOKEN": "a" * 32,
                       "ANALYST_TOKEN": "b" * 32})  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.server import RunningServer
 
-from deniable.aggregator.app import create_app
+from deniable.aggregator.api.app import create_app
 from deniable.aggregator.service import Service
 
 

@@ -23,7 +23,7 @@ import pytest
 from support.faulty import FaultyTransport, Request
 from support.server import RunningServer
 
-from deniable.aggregator.app import DATABASE_NAME
+from deniable.aggregator.api.app import DATABASE_NAME
 from deniable.aggregator.store import Store
 from deniable.client import Client, HTTPTransport, Response
 

@@ -18,7 +18,7 @@ import pytest
 from support.faulty import AppTransport, FaultyTransport, Request
 
 import deniable.client
-from deniable.aggregator.app import create_app
+from deniable.aggregator.api.app import create_app
 from deniable.client import (
     BudgetExceeded,
     CampaignClosed,

@@ -17,8 +17,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from deniable.aggregator.app import create_app
-from deniable.aggregator.auth import PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
+from deniable.aggregator.api.app import create_app
+from deniable.aggregator.api.auth import PUBLIC, ROUTE_ACCESS, SESSION_ACCESS
 from deniable.aggregator.openapi_document import document
 
 ADMIN = "openapi-admin-token"

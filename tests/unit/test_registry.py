@@ -19,7 +19,7 @@ import pytest
 from flask import Flask
 from support.reports import device_reports, seal_reports
 
-from deniable.aggregator.app import create_app
+from deniable.aggregator.api.app import create_app
 from deniable.aggregator.openapi_document import document
 from deniable.aggregator.tools.audit import audit, auditable
 from deniable.shared.descriptor import CampaignConfig

@@ -8,7 +8,7 @@ A missing or unknown token is 401; a valid token of a lower role is 403. A route
 :data:`ROUTE_ACCESS` is refused (fail closed), and a test walks ``app.url_map`` to keep the table complete.
 
 The dashboard's pages (:data:`SESSION_ACCESS`) are for browsers: they take no bearer token but the session
-cookie of a sign-in (:mod:`deniable.aggregator.sessions`), checked by the same hook. Without a session a
+cookie of a sign-in (:mod:`deniable.aggregator.api.sessions`), checked by the same hook. Without a session a
 page redirects to the sign-in form and a POST is 403; a session of a lower role is 403.
 """
 
@@ -140,7 +140,7 @@ def _enforce() -> None:
 def _enforce_session(needed: str) -> None:
     if needed == PUBLIC:
         return
-    from deniable.aggregator.sessions import current_session
+    from deniable.aggregator.api.sessions import current_session
 
     session = current_session()
     if session is None:

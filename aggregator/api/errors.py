@@ -31,6 +31,7 @@ from deniable.shared.errors import (
     InvalidConfig,
     InvalidParameter,
     InvalidReport,
+    InvalidRequest,
     PermissionDenied,
     ReleaseRefused,
     StoreUnavailable,
@@ -45,6 +46,7 @@ log = logging.getLogger("deniable.aggregator")
 
 #: HTTP status of each error class; the first matching entry (in this order) wins.
 STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
+    (InvalidRequest, 400),
     (CampaignExists, 409),
     (UnknownCampaign, 404),
     (CampaignClosed, 409),

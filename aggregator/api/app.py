@@ -34,9 +34,9 @@ from typing import Any
 from flask import Flask
 
 from deniable.aggregator.api import BLUEPRINTS
-from deniable.aggregator.auth import install_auth
-from deniable.aggregator.bodies import install_query_check
-from deniable.aggregator.http_errors import register_error_handlers
+from deniable.aggregator.api.auth import install_auth
+from deniable.aggregator.api.bodies import install_query_check
+from deniable.aggregator.api.errors import register_error_handlers
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT

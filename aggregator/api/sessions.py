@@ -25,8 +25,8 @@ from flask import current_app, request
 from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
-from deniable.aggregator.auth import role_of_token
-from deniable.aggregator.service import current_service
+from deniable.aggregator.api.auth import role_of_token
+from deniable.aggregator.api.context import current_service
 
 __all__ = [
     "COOKIE",
