@@ -62,10 +62,10 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.aggregator.database import Connection
-from deniable.aggregator.store import Store, StoredTally
+from deniable.aggregator.store import Store
 from deniable.shared.accounting import Budget, compose
 from deniable.shared.errors import BudgetExceeded, InvalidConfig, UnknownCampaign
-from deniable.shared.mechanisms.estimate import Estimate, normal_quantile
+from deniable.shared.mechanisms.estimate import Estimate, Tally, normal_quantile
 from deniable.shared.noise import (
     check_epsilon,
     check_noise,
@@ -168,7 +168,7 @@ def poisson_subsample(counts: Sequence[int], rate: Fraction) -> list[int]:
 
 
 def _draw(
-    tallies: Mapping[str, StoredTally],
+    tallies: Mapping[str, Tally],
     values: Sequence[str],
     *,
     k: int,
@@ -185,8 +185,8 @@ def _draw(
     rate = Fraction(*params["sample"]) if "sample" in params else None
     groups = {}
     for value in values:
-        tally = tallies.get(value, StoredTally(0, [0] * k))
-        n, support = tally.n, tally.support
+        tally = tallies.get(value, Tally.zero(k))
+        n, support = tally.n, list(tally.support)
         if len(support) != k:
             raise InvalidConfig(f"the stored tally has {len(support)} categories, the campaign {k}")
         if rate is not None:

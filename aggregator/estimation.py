@@ -31,7 +31,7 @@ from deniable.aggregator import central, survey_estimates
 from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.database import Connection
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
-from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.aggregator.store import OVERALL, Store
 from deniable.aggregator.top import release_top
 from deniable.shared.amplification import Amplification, amplify
 from deniable.shared.descriptor import CampaignConfig
@@ -56,9 +56,9 @@ def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:
         )
 
 
-def _local_one(config: CampaignConfig, stored: StoredTally, level: float) -> dict[str, Any]:
+def _local_one(config: CampaignConfig, stored: Tally, level: float) -> dict[str, Any]:
     mechanism = config.build_mechanism()
-    estimate_ = mechanism.estimate_tally(Tally(stored.n, tuple(stored.support)))
+    estimate_ = mechanism.estimate_tally(stored)
     body: dict[str, Any] = estimate_.to_dict(level=level, categories=list(config.categories))
     return body
 
@@ -135,7 +135,7 @@ def local_estimate(
         head["privacy"] = shuffled_privacy(store, config)
     if config.recurring:
         head["round"] = round_
-    empty = StoredTally(0, [0] * config.k)
+    empty = Tally.zero(config.k)
     overall = store.tallies(config.id, round=round_).get(OVERALL[1], empty)
     if group_by is None:
         return {**head, **_local_one(config, overall, level)}

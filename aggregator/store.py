@@ -55,6 +55,7 @@ from deniable.aggregator.database import (
 from deniable.aggregator.migrations import migrate
 from deniable.aggregator.sealed_keys import Sealed
 from deniable.shared.errors import CampaignClosed, StoreUnavailable, TokenQuotaExceeded, UnknownCampaign
+from deniable.shared.mechanisms.estimate import Tally
 
 T = TypeVar("T")
 
@@ -65,7 +66,6 @@ __all__ = [
     "ReleaseLogRow",
     "ReportRow",
     "Store",
-    "StoredTally",
 ]
 
 #: The ``(group_field, group_value)`` key of a campaign's overall tally.
@@ -146,14 +146,6 @@ class ReportRow:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredTally:
-    """A tally row: ``n`` reports and ``support[v]`` of them supporting category ``v``."""
-
-    n: int
-    support: list[int]
-
-
-@dataclass(frozen=True, slots=True)
 class PolicyRow:
     """A central campaign's stored release policy and who set it when (UTC, ISO 8601)."""
 
@@ -194,7 +186,7 @@ def _chunks(items: Sequence[bytes], size: int = _IN_CHUNK) -> Iterator[Sequence[
         yield items[start : start + size]
 
 
-def _summed(rows: Iterable[Sequence[Any]]) -> dict[Any, StoredTally]:
+def _summed(rows: Iterable[Sequence[Any]]) -> dict[Any, Tally]:
     """Tally shard rows ``(key, n, support_json)`` or ``(key1, key2, n, support_json)`` summed per key, in
     the order the keys first appear: a tally is the sum of its shards."""
     sums: dict[Any, tuple[int, list[int]]] = {}
@@ -206,7 +198,7 @@ def _summed(rows: Iterable[Sequence[Any]]) -> dict[Any, StoredTally]:
             sums[key] = (n, support)
         else:
             sums[key] = (found[0] + n, [a + b for a, b in zip(found[1], support, strict=True)])
-    return {key: StoredTally(n, support) for key, (n, support) in sums.items()}
+    return {key: Tally(n, tuple(support)) for key, (n, support) in sums.items()}
 
 
 class Store:
@@ -777,7 +769,8 @@ class Store:
         new_tokens: list[tuple[str, bytes, str]] = []
         outcomes: list[tuple[str, str | None]] = []
         rows: list[tuple[str | bytes, ...]] = []
-        deltas: dict[tuple[str, str, str], list[int]] = {}
+        supports: dict[tuple[str, str, str], list[int]] = {}  # the support counts added to each tally
+        added: dict[tuple[str, str, str], int] = {}  # and the reports
         group_keys: dict[tuple[tuple[str, str], ...], str] = {}
         domains: dict[str, set[str]] = {}
         locked = [False]
@@ -810,12 +803,12 @@ class Store:
                 (report.round, f, report.groups[f]) for f in group_fields if f in report.groups
             ]
             for key in keys:
-                delta = deltas.get(key)
-                if delta is None:
-                    delta = deltas[key] = [0] * (k + 1)
-                delta[k] += 1
+                support = supports.get(key)
+                if support is None:
+                    support = supports[key] = [0] * k
+                added[key] = added.get(key, 0) + 1
                 for v in report.support:
-                    delta[v] += 1
+                    support[v] += 1
         if rows:
             inserted = conn.executemany(
                 "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
@@ -831,7 +824,8 @@ class Store:
                 ).rowcount
                 if taken != len(new_tokens):
                     raise _Raced("a report spending one of these admission tokens")
-            self._add_tallies(conn, campaign_id, deltas, k)
+            deltas = {key: Tally(added[key], tuple(support)) for key, support in supports.items()}
+            self._add_tallies(conn, campaign_id, deltas)
             arrivals: dict[str, int] = {}
             for row in rows:
                 arrivals[str(row[2])] = arrivals.get(str(row[2]), 0) + 1
@@ -890,7 +884,7 @@ class Store:
         return None
 
     def _add_tallies(
-        self, conn: Connection, campaign_id: str, deltas: dict[tuple[str, str, str], list[int]], k: int
+        self, conn: Connection, campaign_id: str, deltas: dict[tuple[str, str, str], Tally]
     ) -> None:
         """Add ``deltas`` to this connection's shard of each tally, in key order (so that two transactions on
         one shard never lock rows in opposite orders). The shard row is read ``FOR UPDATE``; a missing one
@@ -906,25 +900,25 @@ class Store:
                     key,
                 ).fetchone()
                 if row is not None:
-                    support = [s + d for s, d in zip(json.loads(row[1]), delta[:k], strict=True)]
+                    support = [s + d for s, d in zip(json.loads(row[1]), delta.support, strict=True)]
                     conn.execute(
                         "UPDATE tally_shards SET n = ?, support_json = ? WHERE campaign_id = ? AND round = ?"
                         " AND group_field = ? AND group_value = ? AND shard = ?",
-                        (int(row[0]) + delta[k], _compact(support), *key),
+                        (int(row[0]) + delta.n, _compact(support), *key),
                     )
                     break
                 added = conn.execute(
                     "INSERT INTO tally_shards (campaign_id, round, group_field, group_value, shard, n, support_json)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (*key, delta[k], _compact(delta[:k])),
+                    (*key, delta.n, _compact(list(delta.support))),
                 ).rowcount
                 if added == 1:
                     break
             else:
                 raise _Raced("this tally shard")
 
-    def tallies(self, campaign_id: str, group_field: str = "", *, round: str = "") -> dict[str, StoredTally]:
-        """The stored tallies of one grouping in one round: ``{group_value: StoredTally}`` (``{"": overall}``
+    def tallies(self, campaign_id: str, group_field: str = "", *, round: str = "") -> dict[str, Tally]:
+        """The stored tallies of one grouping in one round: ``{group_value: Tally}`` (``{"": overall}``
         by default; ``round=''`` is the one round of a non-recurring campaign).
 
         Costs O(k · number of group values), whatever the number of reports.
@@ -934,7 +928,7 @@ class Store:
     @staticmethod
     def group_tallies(
         conn: Connection, campaign_id: str, group_field: str = "", *, round: str = ""
-    ) -> dict[str, StoredTally]:
+    ) -> dict[str, Tally]:
         """:meth:`tallies` on the caller's connection (inside a central release's spending transaction).
 
         One round only (``''``, the round of a non-recurring campaign, by default): every round has its
@@ -948,7 +942,7 @@ class Store:
         )
         return _summed(rows)
 
-    def all_tallies(self, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
+    def all_tallies(self, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], Tally]:
         """Every stored tally of the campaign in one round, keyed by ``(group_field, group_value)``."""
         rows = self.connection().execute(
             "SELECT group_field, group_value, n, support_json FROM tally_shards WHERE campaign_id = ? AND round = ?",

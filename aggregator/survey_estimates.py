@@ -28,12 +28,13 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.aggregator import accountant, central, central_kinds
-from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.aggregator.store import OVERALL, Store
 from deniable.aggregator.survey_tally import QuestionTally, Slot, layout, question_tally
 from deniable.shared.accounting import Totals, compose
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_GROUP_CELLS
+from deniable.shared.mechanisms.estimate import Tally
 from deniable.shared.survey_estimate import estimate_question
 
 __all__ = ["question_slots", "survey_central_estimate", "survey_group_page_size", "survey_local_estimate"]
@@ -64,7 +65,7 @@ def _population(config: CampaignConfig, qt: QuestionTally) -> int:
     return max(qt.answered, round(qt.respondents * qt.answered / (qt.answered + qt.skipped)))
 
 
-def _local_question(config: CampaignConfig, slot: Slot, stored: StoredTally, level: float) -> dict[str, Any]:
+def _local_question(config: CampaignConfig, slot: Slot, stored: Tally, level: float) -> dict[str, Any]:
     question = slot.question
     qt = question_tally(slot, stored.n, stored.support)
     result = estimate_question(
@@ -79,7 +80,7 @@ def _local_question(config: CampaignConfig, slot: Slot, stored: StoredTally, lev
 
 
 def _local_questions(
-    config: CampaignConfig, slots: Sequence[Slot], stored: StoredTally, level: float
+    config: CampaignConfig, slots: Sequence[Slot], stored: Tally, level: float
 ) -> list[dict[str, Any]]:
     return [_local_question(config, slot, stored, level) for slot in slots]
 
@@ -99,7 +100,7 @@ def survey_local_estimate(
     head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local", "split": config.split.to_json()}
     if config.recurring:
         head["round"] = round_
-    empty = StoredTally(0, [])
+    empty = Tally(0, ())
     overall = store.tallies(config.id, round=round_).get(OVERALL[1], empty)
     body = {**head, "n": overall.n, "level": level}
     if group_by is None:
@@ -124,7 +125,7 @@ def survey_local_estimate(
 # -- central ------------------------------------------------------------------------------------------
 
 
-def _draw(slot: Slot, stored: StoredTally, adjacency: str) -> dict[str, Any]:
+def _draw(slot: Slot, stored: Tally, adjacency: str) -> dict[str, Any]:
     question = slot.question
     qt = question_tally(slot, stored.n, stored.support)
     if question.kind == "number":
@@ -172,7 +173,7 @@ def _release_question(
         values = [""] if group_by is None else sorted(set(config.group_values.get(group_by, ())) | set(tallies))
         stored = {"groups": {}, "cost": {**cost.to_dict(), "text": cost.describe()}, "released_at": at}
         for value in values:
-            stored["groups"][value] = _draw(slot, tallies.get(value, StoredTally(0, [])), adjacency)
+            stored["groups"][value] = _draw(slot, tallies.get(value, Tally(0, ())), adjacency)
         Store.keep_release(conn, config.id, key, epsilon=question.epsilon, result=stored, at=at)
     groups = {value: _render(slot, draw, level) for value, draw in stored["groups"].items()}
     for body in groups.values():

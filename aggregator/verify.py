@@ -16,7 +16,8 @@ from pathlib import Path
 from deniable.aggregator import survey_tally
 from deniable.aggregator.keyring import KeyProblem, Keyring
 from deniable.aggregator.service import config_of
-from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.aggregator.store import OVERALL, Store
+from deniable.shared.mechanisms.estimate import Tally
 
 __all__ = ["CampaignCheck", "recount", "verify_keys", "verify_store"]
 
@@ -35,14 +36,15 @@ class CampaignCheck:
         return not self.mismatches
 
 
-def recount(store: Store, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], StoredTally]:
+def recount(store: Store, campaign_id: str, *, round: str = "") -> dict[tuple[str, str], Tally]:
     """Tallies recomputed from the stored reports of one campaign and round, keyed like
     :meth:`Store.all_tallies`."""
     config = config_of(store.get_campaign(campaign_id))
     central = config.trust_model == "central"
     mechanism = None if central or config.is_survey else config.build_mechanism()
     k = survey_tally.width(config)
-    counts: dict[tuple[str, str], list[int]] = {}  # support[0..k-1], then n
+    counts: dict[tuple[str, str], list[int]] = {}  # the support counts of each tally
+    ns: dict[tuple[str, str], int] = {}
     for _, groups, report_json in store.iter_reports(campaign_id, round=round):
         wire = json.loads(report_json)
         if config.is_survey:  # every question's slot, decoded again from the stored answers
@@ -50,11 +52,11 @@ def recount(store: Store, campaign_id: str, *, round: str = "") -> dict[tuple[st
         else:
             support = [wire] if mechanism is None else mechanism.support(mechanism.decode_report(wire))
         for key in [OVERALL] + [(f, groups[f]) for f in config.group_fields if f in groups]:
-            row = counts.setdefault(key, [0] * (k + 1))
-            row[k] += 1
+            row = counts.setdefault(key, [0] * k)
+            ns[key] = ns.get(key, 0) + 1
             for v in support:
                 row[v] += 1
-    return {key: StoredTally(row[k], row[:k]) for key, row in counts.items()}
+    return {key: Tally(ns[key], tuple(row)) for key, row in counts.items()}
 
 
 def verify_store(store: Store) -> list[CampaignCheck]:

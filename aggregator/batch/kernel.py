@@ -27,6 +27,7 @@ from deniable.aggregator.batch.export import group_column
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Mechanism, OLHReports
+from deniable.shared.mechanisms.estimate import Tally
 
 __all__ = ["OPERATORS", "Condition", "Partial", "Plan", "merge", "tally_table"]
 
@@ -36,8 +37,8 @@ OPERATORS = ("=", "!=", ">=", "<=", ">", "<")
 #: A cell key: one value per ``by`` column (``None`` where a device sent no value for that group field).
 Cell = tuple[str | None, ...]
 
-#: Partial tallies: cell → ``[support_0, ..., support_{k-1}, n]`` (additive).
-Partial = dict[Cell, list[int]]
+#: Partial tallies: cell → its ``Tally`` (additive: the tally of a union of partitions is the sum).
+Partial = dict[Cell, Tally]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +125,8 @@ def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedA
             code, rest = divmod(code, len(labels))
             parts.append(labels[rest])
         tally = mechanism.tally(_subset(simulated, order[bounds[c] : bounds[c + 1]]))
-        row = out.setdefault(tuple(reversed(parts)), [0] * (mechanism.k + 1))
-        for v, s in enumerate(tally.support):
-            row[v] += s
-        row[mechanism.k] += tally.n
+        cell = tuple(reversed(parts))
+        out[cell] = out[cell] + tally if cell in out else tally
 
 
 def _length(simulated: Any) -> int:
@@ -171,11 +170,6 @@ def merge(parts: Sequence[dict[str, Partial]]) -> dict[str, Partial]:
     for part in parts:
         for name, partial in part.items():
             into = total.setdefault(name, {})
-            for cell, row in partial.items():
-                acc = into.get(cell)
-                if acc is None:
-                    into[cell] = list(row)
-                else:
-                    for i, x in enumerate(row):
-                        acc[i] += x
+            for cell, tally in partial.items():
+                into[cell] = into[cell] + tally if cell in into else tally
     return total

@@ -115,26 +115,27 @@ def _client(scheduler: str | None, workers: int | None) -> Any:
 
 def _estimate_rows(config: Any, cells: Partial, by: Sequence[str], level: float) -> list[dict[str, Any]]:
     mechanism = config.build_mechanism()
-    k = config.k
     rows = []
     for cell in sorted(cells, key=lambda c: tuple("" if v is None else v for v in c)):
-        row = cells[cell]
-        estimate = mechanism.estimate_tally(Tally(row[k], tuple(row[:k])))
+        estimate = mechanism.estimate_tally(cells[cell])
         rows.append({"cell": dict(zip(by, cell, strict=True)), **estimate.to_dict(level, list(config.categories))})
     return rows
 
 
 def _check(manifest: dict[str, Any], recount: Partial, k: int) -> tuple[int, list[str]]:
     stored: Partial = {
-        (t["round"], t["group_field"], t["group_value"]): [*t["support"], t["n"]] for t in manifest["tallies"]
+        (t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
+        for t in manifest["tallies"]
     }
     mismatches = []
     for key in sorted(set(stored) | set(recount)):
-        a = stored.get(key, [0] * (k + 1))
-        b = recount.get(key, [0] * (k + 1))
+        a = stored.get(key, Tally.zero(k))
+        b = recount.get(key, Tally.zero(k))
         if a != b:
             where = "/".join(x or "overall" for x in key if x is not None) or "overall"
-            mismatches.append(f"{where}: service n={a[k]} support={a[:k]}, recount n={b[k]} support={b[:k]}")
+            mismatches.append(
+                f"{where}: service n={a.n} support={list(a.support)}, recount n={b.n} support={list(b.support)}"
+            )
     return len(stored), mismatches
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from support.store import K, make_store, row
 
-from deniable.aggregator.store import OVERALL, Store, StoredTally
+from deniable.aggregator.store import OVERALL, Store
+from deniable.shared.mechanisms import Tally
 
 
 def _ingest_in_child(path: str, start: int) -> None:
@@ -29,4 +30,4 @@ def test_processes_share_the_database_without_losing_or_doubling_reports(databas
         assert child.exitcode == 0
     # ids 0..99 arrive, some twice and under two report ids each: each device is counted exactly once
     assert store.count_reports("c1") == 100
-    assert store.all_tallies("c1")[OVERALL] == StoredTally(100, [100, 0, 0, 0])
+    assert store.all_tallies("c1")[OVERALL] == Tally(100, (100, 0, 0, 0))

@@ -18,7 +18,7 @@ import pytest
 
 from deniable.aggregator import accountant, central
 from deniable.aggregator.migrations import MIGRATIONS, migrate
-from deniable.aggregator.store import ReportRow, Store, StoredTally
+from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.accounting import Budget, Cost, subsampled_epsilon
 from deniable.shared.errors import BudgetExceeded, InvalidParameter
 from deniable.shared.gaussian import (
@@ -27,6 +27,7 @@ from deniable.shared.gaussian import (
     discrete_gaussian_pmf,
     discrete_gaussian_variance,
 )
+from deniable.shared.mechanisms import Tally
 from deniable.shared.noise import LATTICE_BITS, simulate_two_sided_geometric
 
 K = 3
@@ -165,7 +166,7 @@ def test_old_spending_and_old_log_rows_become_costs_the_accountant_reads(tmp_pat
 
 
 def _coverage(noise: str, *, params: dict, epsilon: float, support: list[int], reps: int) -> float:
-    tallies = {"": StoredTally(sum(support), support)}
+    tallies = {"": Tally(sum(support), tuple(support))}
     hits = total = 0
     for _ in range(reps):
         stored = central._draw(tallies, [""], k=len(support), epsilon=epsilon, adjacency="add-remove",
@@ -211,7 +212,7 @@ def test_integer_noise_intervals_have_their_coverage_exactly(noise: str, epsilon
         def pmf(z: int) -> float:
             return (1 - a) / (1 + a) * a ** abs(z)
 
-    stored = central._draw({"": StoredTally(50, [50, 7])}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
+    stored = central._draw({"": Tally(50, (50, 7))}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
                            noise=noise, params=params)  # fmt: skip
     row = central.render(stored, level=0.95, categories=None, group_by=None)["categories"][0]
     below, above = row["count"] - row["ci"][0], row["ci"][1] - row["count"]  # u, l
@@ -225,7 +226,7 @@ def test_lattice_laplace_intervals_have_their_coverage_exactly(epsilon: float) -
     P(|Z| ≤ mγ) = 1 − 2a^(m+1)/(1+a) ≥ 0.95 (a = e^(−γ/b)): its exact coverage is 0.95 to within one step's
     mass. The normal interval it served before, ĉ ± 1.96·√2·b, covers 1 − e^(−1.96·√2) = 0.9375 at every ε;
     a seeded simulation of the same law agrees within its binomial standard error."""
-    stored = central._draw({"": StoredTally(50, [50, 7])}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
+    stored = central._draw({"": Tally(50, (50, 7))}, [""], k=2, epsilon=epsilon, adjacency="add-remove",
                            noise="laplace")  # fmt: skip
     body = central.render(stored, level=0.95, categories=None, group_by=None)
     assert body["interval"]["method"] == "noise-exact"

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from support.store import K, make_store, row
 
 from deniable.aggregator.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
-from deniable.aggregator.store import OVERALL, ReportRow, Store, StoredTally
+from deniable.aggregator.store import OVERALL, ReportRow, Store
 from deniable.shared.errors import CampaignClosed, UnknownCampaign
+from deniable.shared.mechanisms import Tally
 
 
 def ingest(store: Store, rows: list[ReportRow], campaign_id: str = "c1") -> list[tuple[str, str | None]]:
@@ -72,9 +73,9 @@ def test_ingest_accepts_then_classifies_duplicates(database_target: str | Path) 
     assert "report_id is already stored" in (outcomes[0][1] or "")
     assert "pseudonym" in (outcomes[1][1] or "")
     tallies = store.all_tallies("c1")
-    assert tallies[OVERALL] == StoredTally(3, [1, 0, 1, 1])
-    assert tallies[("country", "NL")] == StoredTally(2, [1, 0, 1, 0])
-    assert tallies[("country", "DE")] == StoredTally(1, [0, 0, 0, 1])
+    assert tallies[OVERALL] == Tally(3, (1, 0, 1, 1))
+    assert tallies[("country", "NL")] == Tally(2, (1, 0, 1, 0))
+    assert tallies[("country", "DE")] == Tally(1, (0, 0, 0, 1))
     assert store.get_campaign("c1").n_reports == store.count_reports("c1") == 3
 
 
@@ -129,7 +130,7 @@ def test_tallies_always_equal_a_recount(database_target: str | Path, batches: li
             counts = expected.setdefault(key, [0] * (K + 1))
             counts[v] += 1
             counts[K] += 1
-    assert store.all_tallies(campaign) == {key: StoredTally(c[K], c[:K]) for key, c in expected.items()}
+    assert store.all_tallies(campaign) == {key: Tally(c[K], tuple(c[:K])) for key, c in expected.items()}
     assert store.get_campaign(campaign).n_reports == store.count_reports(campaign)
 
 
@@ -158,8 +159,8 @@ def test_a_device_counts_once_per_round_and_each_round_has_its_own_tallies(datab
         "duplicate", "this report_id is already stored; the retry changes nothing",
     )  # fmt: skip  # a device's report ids stay unique per campaign, across rounds
     assert store.rounds("c1") == [("w1", 1), ("w2", 2)]
-    assert store.all_tallies("c1", round="w1")[OVERALL] == StoredTally(1, [0, 1, 0, 0])
-    assert store.all_tallies("c1", round="w2")[OVERALL] == StoredTally(2, [0, 1, 0, 1])
+    assert store.all_tallies("c1", round="w1")[OVERALL] == Tally(1, (0, 1, 0, 0))
+    assert store.all_tallies("c1", round="w2")[OVERALL] == Tally(2, (0, 1, 0, 1))
     assert store.all_tallies("c1") == {}  # nothing in the round '' of non-recurring reports
     assert store.get_campaign("c1").n_reports == store.count_reports("c1") == 3
 
@@ -181,7 +182,7 @@ def test_migration_to_rounds_keeps_the_reports_of_a_version_1_database(tmp_path:
 
     store = Store(path)  # migrates to the current version
     assert store.connection().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 2
-    both = StoredTally(2, [1, 0, 1, 0])
+    both = Tally(2, (1, 0, 1, 0))
     assert store.all_tallies("c1") == {OVERALL: both, ("country", "NL"): both}
     assert store.rounds("c1") == [("", 2)]
     assert sorted(r for r, _, _ in store.iter_reports("c1", round="")) == [f"{1:02x}" * 16, f"{2:02x}" * 16]
@@ -316,7 +317,7 @@ def test_instances_add_to_their_own_tally_shards_and_readers_sum_them(pg_url: st
         "SELECT COUNT(*) FROM tally_shards WHERE campaign_id = 'c1' AND group_field = ''"
     ).fetchone()[0]
     assert shards == len(instances)  # one row per writing connection, none shared
-    assert store.all_tallies("c1")[OVERALL] == StoredTally(60, [18, 18, 12, 12])
+    assert store.all_tallies("c1")[OVERALL] == Tally(60, (18, 18, 12, 12))
     assert store.get_campaign("c1").n_reports == 60
     assert store.arrivals("c1")[0][1] == 60
 
