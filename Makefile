@@ -81,6 +81,7 @@ bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python benchmarks/randomize.py
 	$(BENCH_BIN)/python benchmarks/intervals.py
 	$(BENCH_BIN)/python benchmarks/ingest.py
+	$(BENCH_BIN)/python benchmarks/descriptor.py
 	$(BENCH_BIN)/python benchmarks/client.py
 	$(BENCH_BIN)/python benchmarks/central.py
 	$(BENCH_BIN)/python benchmarks/accounting.py

@@ -19,10 +19,19 @@ from deniable.shared.limits import (
     CAMPAIGN_PAGE_MAX,
     CAMPAIGN_STATUSES,
     CENTRAL_DELTA_RANGE,
+    MAX_BUDGET,
+    MAX_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_GROUP_FIELDS,
     MAX_GROUP_SIZE,
+    MAX_GROUP_VALUE_CHARS,
+    MAX_GROUP_VALUES,
     MAX_MIN_REPORTS_BEFORE_RELEASE,
+    MAX_QUESTION_CHARS,
     MAX_REFRESH_INTERVAL_SECONDS,
     MAX_RHO,
+    MAX_ROUND_CHARS,
+    MAX_TOKENS_PER_ACCOUNT,
     MAX_TOP,
     RELEASES_PAGE_MAX,
     SLUG_PATTERN,
@@ -51,7 +60,7 @@ _GROUP_VALUES_DOC = (
     "the declared (public) values of each group field: keys among group_fields; required for every group "
     "field of a central campaign, so that which groups a release lists reveals nothing"
 )
-_ROUND = {"type": "string", "pattern": ROUND_PATTERN, "minLength": 1, "maxLength": 32}
+_ROUND = {"type": "string", "pattern": ROUND_PATTERN, "minLength": 1, "maxLength": MAX_ROUND_CHARS}
 _POLICY_BODY = {
     "type": "object",
     "description": "central campaigns only: no ε-spending release before min_reports reports; a refresh only "
@@ -192,36 +201,36 @@ _SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {
             "id": _SLUG,
-            "question": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
             "categories": {
                 "type": "array",
                 "minItems": 2,
-                "maxItems": 4096,
+                "maxItems": MAX_CATEGORIES,
                 "uniqueItems": True,
-                "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                "items": {"type": "string", "minLength": 1, "maxLength": MAX_CATEGORY_CHARS},
             },
             "epsilon": {"type": "number", "minimum": CAMPAIGN_EPSILON[0], "maximum": CAMPAIGN_EPSILON[1]},
             "mechanism": {"type": "string", "enum": _MECHANISMS_AT_CREATE},
-            "group_fields": {"type": "array", "maxItems": 8, "uniqueItems": True, "items": _SLUG},
+            "group_fields": {"type": "array", "maxItems": MAX_GROUP_FIELDS, "uniqueItems": True, "items": _SLUG},
             "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
             "budget": {
                 "type": "number",
                 "nullable": True,
                 "exclusiveMinimum": True,
                 "minimum": 0,
-                "maximum": 100,
+                "maximum": MAX_BUDGET,
             },
             "adjacency": {"type": "string", "nullable": True, "enum": ["add-remove", "replace", None]},
             "group_values": {
                 "type": "object",
                 "description": _GROUP_VALUES_DOC,
-                "maxProperties": 8,
+                "maxProperties": MAX_GROUP_FIELDS,
                 "additionalProperties": {
                     "type": "array",
                     "minItems": 1,
-                    "maxItems": 1000,
+                    "maxItems": MAX_GROUP_VALUES,
                     "uniqueItems": True,
-                    "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "items": {"type": "string", "minLength": 1, "maxLength": MAX_GROUP_VALUE_CHARS},
                 },
             },
             **_CENTRAL_OPTIONAL,
@@ -238,7 +247,9 @@ _SCHEMAS: dict[str, Any] = {
                 "issuer key",
                 "required": ["tokens_per_account"],
                 "additionalProperties": False,
-                "properties": {"tokens_per_account": {"type": "integer", "minimum": 1, "maximum": 10000}},
+                "properties": {
+                    "tokens_per_account": {"type": "integer", "minimum": 1, "maximum": MAX_TOKENS_PER_ACCOUNT}
+                },
             },
         },
     },

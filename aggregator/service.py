@@ -31,11 +31,12 @@ from deniable.shared.limits import (
     CAMPAIGN_STATUSES,
     MAX_GROUP_CELLS,
     MAX_GROUP_VALUES_DEFAULT,
+    MAX_TOKENS_PER_ACCOUNT,
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
 )
 from deniable.shared.messages import show
-from deniable.shared.tokens import MAX_TOKENS_PER_ACCOUNT, Admission, public_key_text
+from deniable.shared.tokens import Admission, public_key_text
 
 __all__ = [
     "CREATE_FIELDS", "MAX_GROUP_CELLS", "Service", "config_of",

@@ -129,7 +129,7 @@ class Client:
     ``allow_central=True`` lets the device answer *central* campaigns, whose raw answer goes (encrypted) to
     a curator the user chose to trust; the default refuses them, so nothing un-randomized leaves the device.
     ``durability="normal"`` (default) or ``"full"``: see :mod:`deniable.client.state` (``"full"`` fsyncs
-    every answer; ``"normal"`` fsyncs once per flush, before anything is sent). ``batch_size`` (≤ 500)
+    every answer; ``"normal"`` fsyncs once per flush, before anything is sent). ``batch_size`` (≤ ``CLIENT_BATCH``, 500)
     and ``retry`` (:class:`RetryPolicy`) tune delivery. ``outbox_max_age``: seconds a report may wait
     undelivered (default 30 days, at least a minute); then a flush records it as expired in the ledger
     (:meth:`expired`) instead of sending it.

@@ -263,7 +263,7 @@ def _failure(response: Response, where: str, count: int) -> DeliveryError:
 def post_batch(
     transport: Transport, campaign_id: str, envelopes: Sequence[dict[str, Any]], policy: RetryPolicy
 ) -> Delivery:
-    """POST one batch (1..1000 envelope JSON objects), retrying transient failures; never raises them.
+    """POST one batch (1..MAX_BATCH envelope JSON objects), retrying transient failures; never raises them.
 
     A 413 splits the batch in halves, each posted (and retried) on its own.
     """

@@ -56,11 +56,6 @@ from deniable.shared.canonical_json import canonical_json
 from deniable.shared.envelope import Envelope
 from deniable.shared.errors import InvalidConfig, InvalidParameter
 from deniable.shared.fields import (
-    MAX_CATEGORIES,
-    MAX_CATEGORY_CHARS,
-    MAX_GROUP_FIELDS,
-    MAX_GROUP_VALUE_CHARS,
-    MAX_GROUP_VALUES,
     check_categories,
     check_choice,
     check_group_fields,
@@ -78,7 +73,14 @@ from deniable.shared.keys import decode_key, encode_key
 from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
     CENTRAL_DELTA_RANGE,
+    MAX_BUDGET,
+    MAX_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_GROUP_FIELDS,
     MAX_GROUP_SIZE,
+    MAX_GROUP_VALUE_CHARS,
+    MAX_GROUP_VALUES,
+    MAX_QUESTION_CHARS,
     MAX_RHO,
     SHUFFLE_DELTA_RANGE,
     check_range,
@@ -117,8 +119,6 @@ CENTRAL_MECHANISM = "none"
 TRUST_MODELS: tuple[str, ...] = ("local", "central", "shuffled")
 ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
 STATUSES: tuple[str, ...] = ("open", "closed")
-MAX_BUDGET = 100.0
-MAX_QUESTION_CHARS = 2000
 
 _REQUIRED_KEYS = frozenset(
     {

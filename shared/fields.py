@@ -10,15 +10,18 @@ from collections.abc import Mapping
 from deniable.shared.errors import InvalidConfig, InvalidParameter
 from deniable.shared.keys import check_public_key as check_key_bytes
 from deniable.shared.keys import decode_key
-from deniable.shared.limits import SLUG_PATTERN
+from deniable.shared.limits import (
+    MAX_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_GROUP_FIELDS,
+    MAX_GROUP_VALUE_CHARS,
+    MAX_GROUP_VALUES,
+    MAX_ROUND_CHARS,
+    SLUG_PATTERN,
+)
 from deniable.shared.messages import show
 
 __all__ = [
-    "MAX_CATEGORIES",
-    "MAX_CATEGORY_CHARS",
-    "MAX_GROUP_FIELDS",
-    "MAX_GROUP_VALUES",
-    "MAX_GROUP_VALUE_CHARS",
     "ROUND_PATTERN",
     "check_categories",
     "check_choice",
@@ -37,18 +40,10 @@ __all__ = [
     "plural",
 ]
 
-MAX_CATEGORIES = 4096
-MAX_CATEGORY_CHARS = 200
-MAX_GROUP_FIELDS = 8
-MAX_GROUP_VALUE_CHARS = 64
-#: Most values ``group_values`` may declare for one group field.
-MAX_GROUP_VALUES = 1000
 SLUG_RE = re.compile(SLUG_PATTERN.removeprefix("^").removesuffix("$"))
 #: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
-ROUND_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
-#: The longest round label ROUND_RE allows (ASCII only, so as many bytes in canonical JSON).
-MAX_ROUND_CHARS = 32
-ROUND_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$"
+ROUND_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ROUND_CHARS - 1}}}")
+ROUND_PATTERN = f"^{ROUND_RE.pattern}$"
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:

@@ -47,20 +47,29 @@ __all__ = [
     "INGEST_BURST_DEFAULT",
     "INGEST_RATE_DEFAULT",
     "KEEPALIVE_TIMEOUT",
+    "MAX_BUDGET",
+    "MAX_CATEGORIES",
+    "MAX_CATEGORY_CHARS",
     "MAX_CONNECTIONS_DEFAULT",
     "MAX_CONNECTIONS_RANGE",
     "MAX_GROUP_CELLS",
+    "MAX_GROUP_FIELDS",
     "MAX_GROUP_SIZE",
+    "MAX_GROUP_VALUES",
     "MAX_GROUP_VALUES_DEFAULT",
     "MAX_GROUP_VALUES_RANGE",
+    "MAX_GROUP_VALUE_CHARS",
     "MAX_HEADER_BYTES",
     "MAX_HEADER_FIELDS",
     "MAX_MIN_REPORTS_BEFORE_RELEASE",
     "MAX_QUESTIONS",
+    "MAX_QUESTION_CHARS",
     "MAX_REFRESH_INTERVAL_SECONDS",
     "MAX_RHO",
     "MAX_ROUNDS",
+    "MAX_ROUND_CHARS",
     "MAX_SUBSAMPLE_DENOMINATOR_BITS",
+    "MAX_TOKENS_PER_ACCOUNT",
     "MAX_TOP",
     "MEAN_LATTICE",
     "MECHANISM_EPSILON",
@@ -109,6 +118,30 @@ DEVICE_BUDGET_MAX = 1000.0
 #: appear in URLs, file names and the HPKE info string (length-prefixed in one byte), so they are ASCII,
 #: lowercase (no two ids differing only in case) and at most 64 characters.
 SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,63}$"
+
+
+# -- the campaign descriptor (deniable.shared.descriptor, fields.py; the OpenAPI document states them) -----
+
+#: Categories of one question: at least 2 (a single option is no question), at most 4096, so that a
+#: descriptor stays below 1 MB and an OUE report (one bit per category) below 1 KB.
+MAX_CATEGORIES = 4096
+#: Characters of one category label: what fits on a phone's answer button, with room for translations.
+MAX_CATEGORY_CHARS = 200
+#: Characters of a question's text.
+MAX_QUESTION_CHARS = 2000
+#: Group fields of one campaign: every field multiplies the cells of a grouped estimate.
+MAX_GROUP_FIELDS = 8
+#: Characters of one group value (a country code, a region name), sent inside every envelope.
+MAX_GROUP_VALUE_CHARS = 64
+#: Values ``group_values`` may declare for one group field (a central release draws noise for each).
+MAX_GROUP_VALUES = 1000
+#: Characters of a round label of a recurring campaign (``"2026-11-29"``, ``"w48"``; ASCII only).
+MAX_ROUND_CHARS = 32
+#: The largest total ε budget of a central campaign: 100 releases at the largest per-release ε of 10 would
+#: already mean no privacy at all; it stops typos, not analysts.
+MAX_BUDGET = 100.0
+#: Admission tokens one account may be granted per campaign (the descriptor's ``tokens_per_account``).
+MAX_TOKENS_PER_ACCOUNT = 10_000
 
 
 # -- the device's outbox ----------------------------------------------------------------------------------

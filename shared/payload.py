@@ -21,7 +21,8 @@ from deniable.shared.base64url import b64url_encode
 from deniable.shared.canonical_json import canonical_json
 from deniable.shared.envelope import Envelope, seal
 from deniable.shared.errors import DeniableError, InvalidParameter, InvalidReport
-from deniable.shared.fields import MAX_GROUP_VALUE_CHARS, MAX_ROUND_CHARS, check_round, check_unicode
+from deniable.shared.fields import check_round, check_unicode
+from deniable.shared.limits import MAX_GROUP_VALUE_CHARS, MAX_ROUND_CHARS
 from deniable.shared.messages import show
 from deniable.shared.questions import LEGACY_QUESTION_ID
 from deniable.shared.survey import decode_answers, widest_answers

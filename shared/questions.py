@@ -38,16 +38,22 @@ from typing import Any, ClassVar
 
 from deniable.shared.errors import DeniableError, InvalidAnswer, InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.fields import (
-    MAX_CATEGORIES,
-    MAX_CATEGORY_CHARS,
     check_categories,
     check_labels,
     check_slug,
     check_text,
     check_trimmed_labels,
 )
-from deniable.shared.limits import MECHANISM_EPSILON, NUMBER_STEPS, QUESTION_SHARE, check_range
-from deniable.shared.mechanisms import OLH, Mechanism, choose_mechanism, mechanism_from_name
+from deniable.shared.limits import (
+    MAX_CATEGORIES,
+    MAX_CATEGORY_CHARS,
+    MAX_QUESTION_CHARS,
+    MECHANISM_EPSILON,
+    NUMBER_STEPS,
+    QUESTION_SHARE,
+    check_range,
+)
+from deniable.shared.mechanisms import MECHANISMS, Mechanism, choose_mechanism, mechanism_from_name
 from deniable.shared.mechanisms.mean import (
     DEFAULT_LATTICE,
     MeanMechanism,
@@ -84,7 +90,6 @@ QUESTION_KINDS: tuple[str, ...] = ("choice", "multi", "number")
 LEGACY_QUESTION_ID = "answer"
 #: The mechanism of a question in a central campaign: the device does not randomize.
 CENTRAL_MECHANISM = "none"
-MAX_QUESTION_CHARS = 2000
 
 _COMMON_KEYS = frozenset({"id", "text", "kind", "epsilon", "mechanism", "params"})
 _COMMON_OPTIONAL = frozenset({"share", "optional"})
@@ -321,22 +326,21 @@ class ChoiceQuestion(Question):
                 f"'questions[{self.id}].clip' must be true or false, and applies only to a question with 'bins' "
                 f"or a number question, got {show(self.clip)}"
             )
-        if self.mechanism == "binary-rr" and len(self.categories) != 2:
+        cls = MECHANISMS.get(self.mechanism)
+        if cls is not None and cls.fixed_k is not None and len(self.categories) != cls.fixed_k:
+            others = ", ".join(repr(name) for name, c in MECHANISMS.items() if c.fixed_k is None)
             raise InvalidConfig(
-                f"question {self.id!r}: mechanism 'binary-rr' needs exactly 2 categories, got "
-                f"{len(self.categories)}; use 'grr', 'oue' or 'olh'"
+                f"question {self.id!r}: mechanism {self.mechanism!r} needs exactly {cls.fixed_k} categories, got "
+                f"{len(self.categories)}; use {' or '.join(others.rsplit(', ', 1))}"
             )
 
     def _build(self) -> Mechanism[Any]:
         return mechanism_from_name(self.mechanism, epsilon=self.epsilon, k=len(self.categories))
 
     def params(self) -> dict[str, int]:
-        params = {"k": len(self.categories)}
-        if self.mechanism == "olh":
-            mechanism = self._mechanism
-            assert isinstance(mechanism, OLH)
-            params["g"] = int(mechanism.g)
-        return params
+        if self.central:
+            return {"k": len(self.categories)}
+        return {"k": len(self.categories), **self._mechanism.public_params()}
 
     def _kind_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"categories": list(self.categories)}

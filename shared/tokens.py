@@ -37,11 +37,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from deniable.shared import blindrsa
 from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
+from deniable.shared.limits import MAX_TOKENS_PER_ACCOUNT
 
 __all__ = [
     "ADMISSION_TYPE",
     "ISSUER_NAME",
-    "MAX_TOKENS_PER_ACCOUNT",
     "NONCE_BYTES",
     "TOKEN_BYTES",
     "TOKEN_REQUEST_BYTES",
@@ -66,8 +66,6 @@ _NK = blindrsa.MODULUS_BITS // 8
 _INPUT_BYTES = 2 + NONCE_BYTES + 32 + 32
 TOKEN_BYTES = _INPUT_BYTES + _NK
 TOKEN_REQUEST_BYTES = 2 + 1 + _NK
-#: Most tokens one account may be granted per campaign (the descriptor's ``tokens_per_account``).
-MAX_TOKENS_PER_ACCOUNT = 10_000
 
 
 def public_key_text(key: rsa.RSAPublicKey) -> str:

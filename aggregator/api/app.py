@@ -13,7 +13,7 @@ Configuration keys (all optional except ``DATA_DIR``):
 ``ISSUER_TOKEN``        bearer token of the app's backend for the admission-token issuing route (else
                         read/generated in DATA_DIR)
 ``MAX_CONTENT_LENGTH``  largest request body in bytes (default 8 MiB; larger bodies get 413)
-``MAX_BATCH``           most envelopes in one report batch (default 1000)
+``MAX_BATCH``           most envelopes in one report batch (default ``deniable.shared.contract.MAX_BATCH``)
 ``MIN_FREE_DISK_BYTES`` free space of the data dir's file system below which ``/readyz`` answers 503
                         (default 256 MiB)
 ``SECURE_COOKIES``      mark the dashboard's cookies ``Secure`` even when the request came over plain HTTP
@@ -39,6 +39,7 @@ from deniable.aggregator.api.bodies import install_query_check
 from deniable.aggregator.api.errors import register_error_handlers
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
+from deniable.shared.contract import MAX_BATCH
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT
 
 __all__ = ["DATABASE_NAME", "DEFAULTS", "create_app"]
@@ -47,7 +48,7 @@ DATABASE_NAME = "deniable.sqlite3"
 
 DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
-    "MAX_BATCH": 1000,
+    "MAX_BATCH": MAX_BATCH,
     "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
     "MAX_GROUP_VALUES": MAX_GROUP_VALUES_DEFAULT,
     "ADMIN_TOKEN": None,
