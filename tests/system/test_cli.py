@@ -127,7 +127,7 @@ def test_a_server_install_runs_without_the_tools_extra(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     probe = subprocess.run(
         [sys.executable, "-c", "import deniable.aggregator.api.app, deniable.aggregator.commands, "
-         "deniable.aggregator.server, deniable.aggregator.central, deniable.aggregator.estimates"],
+         "deniable.aggregator.server, deniable.aggregator.central, deniable.aggregator.estimation"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from deniable.aggregator.openapi import document
+from deniable.aggregator.openapi_document import document
 from deniable.shared import limits
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.fields import ROUND_PATTERN
