@@ -7,7 +7,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from deniable.aggregator.app import create_app
+from deniable.aggregator.api.app import create_app
 from deniable.shared.keys import encode_key, generate_keypair
 
 ADMIN = "admin-" + "k" * 40
