@@ -11,7 +11,7 @@ from support.reports import device_reports, seal_reports, simulate_envelopes, up
 from support.server import RunningServer
 
 from deniable.shared.descriptor import CampaignConfig
-from deniable.shared.mechanisms.estimate import score_interval
+from deniable.shared.mechanisms.estimate import count_interval
 
 N = 3000
 TRUE_P = {2: [0.7, 0.3], 5: [0.4, 0.25, 0.2, 0.1, 0.05]}
@@ -47,7 +47,7 @@ def test_estimates_equal_the_mechanism_on_the_same_reports_and_cover_the_truth(
         assert row["count"] == pytest.approx(local.counts[v], rel=1e-12, abs=1e-9)
         assert row["stderr"] == pytest.approx(local.stderr[v], rel=1e-12)
         assert abs(row["count"] - truth[v]) <= 4 * row["stderr"]
-        served = score_interval([local.tally.support[v]], N, mech.p_star, mech.q_star, 0.95)  # type: ignore[union-attr]
+        served = count_interval([local.tally.support[v]], N, mech.p_star, mech.q_star, 0.95)  # type: ignore[union-attr]
         assert row["ci"] == pytest.approx([float(served[0][0]), float(served[1][0])], rel=1e-12)
         assert row["ci"][0] <= truth[v] <= row["ci"][1]
         assert row["proportion"] == pytest.approx(row["count"] / N)

@@ -31,7 +31,7 @@ from deniable.client import (
 )
 from deniable.client.fleet import simulate_fleet
 from deniable.shared.mechanisms import mechanism_from_name
-from deniable.shared.mechanisms.estimate import score_interval
+from deniable.shared.mechanisms.estimate import count_interval
 
 NO_WAIT = RetryPolicy(attempts=2, base=0.01, cap=0.02)
 
@@ -41,7 +41,7 @@ def _true_counts(values: list[str], categories: list[str]) -> list[int]:
 
 
 def _assert_within(estimate: dict[str, Any], truth: dict[str, int]) -> None:
-    """Every count within 5 of its shipped standard errors, and its CI the score interval of its support
+    """Every count within 5 of its shipped standard errors, and its CI the served count interval of its support
     count (recovered from the count: S = ĉ·(p* − q*) + n·q*)."""
     assert estimate["interval"]["method"] == "score-cc"
     mechanism = mechanism_from_name(estimate["mechanism"], epsilon=estimate["epsilon"], k=len(estimate["categories"]))
@@ -51,7 +51,7 @@ def _assert_within(estimate: dict[str, Any], truth: dict[str, int]) -> None:
         assert stderr > 0
         assert abs(count - truth[row["category"]]) <= 5 * stderr, (row, truth)
         support = round(count * mechanism.gap + n * mechanism.q_star)
-        low, high = (float(b[0]) for b in score_interval([support], n, mechanism.p_star, mechanism.q_star))
+        low, high = (float(b[0]) for b in count_interval([support], n, mechanism.p_star, mechanism.q_star))
         assert row["ci"] == pytest.approx([low, high], rel=1e-9, abs=1e-9)
         assert row["ci"][0] <= min(max(count, 0.0), n) <= row["ci"][1]  # the interval lies in [0, n]
 
