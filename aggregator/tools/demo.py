@@ -264,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; the server was stopped")
         return 130
-    except (DeniableError, RuntimeError) as exc:
+    except (DeniableError, RuntimeError, OSError) as exc:  # OSError: the harness's urllib found no server
         print(f"deniable demo failed: {exc}\nthe server was stopped")
         return 1
     return 0
