@@ -76,3 +76,23 @@ def test_a_report_row_is_the_aggregators_stored_report_only() -> None:
                     where[node.name].append(str(path.relative_to(ROOT)))
     assert where["ReportRow"] == ["aggregator/store.py"]  # the device's row of an ε spend is a SpendRow
     assert where["SpendRow"] == ["client/state.py"]
+
+
+def test_every_package_folder_is_in_pyprojects_package_list() -> None:
+    """A wheel holds only the listed packages: ``deniable.aggregator.shuffler`` was missing, so `deniable
+    shuffle` worked from an editable checkout and failed with ModuleNotFoundError from an installed wheel."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    folders = {name: ROOT / path for name, path in config["package-dir"].items()}
+    found = set()
+    for name, folder in folders.items():
+        for init in folder.rglob("__init__.py"):
+            relative = init.parent.relative_to(folder).parts
+            dotted = ".".join((name, *relative))
+            owners = [n for n, f in folders.items() if init.parent.is_relative_to(f)]
+            owner = max(owners, key=lambda n: len(folders[n].parts))
+            if owner == name:
+                found.add(dotted)
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
