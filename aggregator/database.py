@@ -63,6 +63,7 @@ __all__ = [
     "PostgresConnection",
     "driver_errors",
     "is_postgres_url",
+    "member_of",
     "pg_ddl",
     "pg_sql",
     "redact_url",
@@ -314,10 +315,40 @@ class Database:
             return ""
         return {"update": " FOR UPDATE", "share": " FOR SHARE"}[mode]
 
+    def insert_new(
+        self, conn: Any, table: str, columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> int:
+        """``INSERT ... ON CONFLICT DO NOTHING`` of ``rows`` into ``table``; the number of rows inserted.
+
+        SQLite: ``executemany``. PostgreSQL: ONE statement over ``unnest`` of one array per column (``types``
+        are the columns' SQL types), a single round trip and plan instead of one per row: a batch of 1,000
+        reports costs the instance and the server a fraction of what 1,000 pipelined inserts do.
+        """
+        if not rows:
+            return 0
+        names = ", ".join(columns)
+        if not self.postgres:
+            marks = ", ".join("?" * len(columns))
+            sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"  # noqa: S608 - constants
+            return int(conn.executemany(sql, rows).rowcount)
+        arrays = [list(column) for column in zip(*rows, strict=True)]
+        unnest = ", ".join(f"?::{kind}[]" for kind in types)
+        sql = f"INSERT INTO {table} ({names}) SELECT * FROM unnest({unnest}) ON CONFLICT DO NOTHING"  # noqa: S608
+        return int(conn.execute(sql, arrays).rowcount)
+
     @staticmethod
     def shard_of(conn: Any) -> int:
         """The tally shard ``conn`` adds to (0 on SQLite)."""
         return int(getattr(conn, "shard", 0))
+
+
+def member_of(conn: Any, values: Sequence[object], kind: str) -> tuple[str, tuple[object, ...]]:
+    """``(sql, parameters)`` testing a column against ``values``: ``IN (?, ...)`` on SQLite, ``= ANY(?)`` of
+    one array of SQL type ``kind`` on PostgreSQL (one statement text whatever the count, so it is prepared
+    once and planned once)."""
+    if isinstance(conn, PostgresConnection):
+        return f"= ANY(?::{kind}[])", (list(values),)
+    return f"IN ({','.join('?' * len(values))})", tuple(values)
 
 
 def placeholders(values: Sequence[object]) -> str:

@@ -50,6 +50,7 @@ from deniable.aggregator.database import (
     Connection,
     Database,
     driver_errors,
+    member_of,
     unavailable,
 )
 from deniable.aggregator.migrations import migrate
@@ -89,6 +90,12 @@ def _over_cap(what: str, cap: int) -> str:
 
 #: Largest number of ``?`` parameters put in one ``IN (...)`` clause.
 _IN_CHUNK = 500
+
+#: The columns of a stored report and of a spent token, and their SQL types (for PostgreSQL's array insert).
+_REPORT_COLUMNS = ("campaign_id", "report_id", "round", "pseudonym", "groups_json", "report_json", "received_day")
+_REPORT_TYPES = ("text", "bytea", "text", "bytea", "text", "text", "text")
+_TOKEN_COLUMNS = ("campaign_id", "nonce", "spent_day")
+_TOKEN_TYPES = ("text", "bytea", "text")
 
 #: Times :meth:`Store.retrying` runs a transaction that a conflict rolled back before answering 503.
 RETRY_ATTEMPTS = 12
@@ -561,10 +568,10 @@ class Store:
         the device that stored it (schema version 10)."""
         found: set[tuple[bytes, bytes]] = set()
         for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
+            test, args = member_of(conn, chunk, "bytea")
             rows = conn.execute(
-                f"SELECT report_id, pseudonym FROM reports WHERE campaign_id = ? AND report_id IN ({marks})",  # noqa: S608
-                (campaign_id, *chunk),
+                f"SELECT report_id, pseudonym FROM reports WHERE campaign_id = ? AND report_id {test}",  # noqa: S608
+                (campaign_id, *args),
             )
             found.update((row[0], row[1]) for row in rows)
         return found
@@ -574,10 +581,10 @@ class Store:
         """The admission-token nonces among ``nonces`` already spent in this campaign."""
         found: set[bytes] = set()
         for chunk in _chunks(nonces):
-            marks = ",".join("?" * len(chunk))
+            test, args = member_of(conn, chunk, "bytea")
             rows = conn.execute(
-                f"SELECT nonce FROM spent_tokens WHERE campaign_id = ? AND nonce IN ({marks})",  # noqa: S608
-                (campaign_id, *chunk),
+                f"SELECT nonce FROM spent_tokens WHERE campaign_id = ? AND nonce {test}",  # noqa: S608
+                (campaign_id, *args),
             )
             found.update(row[0] for row in rows)
         return found
@@ -645,11 +652,10 @@ class Store:
         found: set[tuple[str, bytes]] = set()
         for round_, devices in by_round.items():
             for chunk in _chunks(devices):
-                marks = ",".join("?" * len(chunk))
+                test, args = member_of(conn, chunk, "bytea")
                 rows = conn.execute(
-                    "SELECT pseudonym FROM reports WHERE campaign_id = ? AND round = ? "  # noqa: S608
-                    f"AND pseudonym IN ({marks})",
-                    (campaign_id, round_, *chunk),
+                    f"SELECT pseudonym FROM reports WHERE campaign_id = ? AND round = ? AND pseudonym {test}",  # noqa: S608
+                    (campaign_id, round_, *args),
                 )
                 found.update((round_, row[0]) for row in rows)
         return found
@@ -810,20 +816,10 @@ class Store:
                 for v in report.support:
                     support[v] += 1
         if rows:
-            inserted = conn.executemany(
-                "INSERT INTO reports (campaign_id, report_id, round, pseudonym, groups_json, report_json,"
-                " received_day) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                rows,
-            ).rowcount
-            if inserted != len(rows):
+            if self.db.insert_new(conn, "reports", _REPORT_COLUMNS, _REPORT_TYPES, rows) != len(rows):
                 raise _Raced("some of these reports (or reports of these devices)")
-            if new_tokens:
-                taken = conn.executemany(
-                    "INSERT INTO spent_tokens (campaign_id, nonce, spent_day) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    new_tokens,
-                ).rowcount
-                if taken != len(new_tokens):
-                    raise _Raced("a report spending one of these admission tokens")
+            if self.db.insert_new(conn, "spent_tokens", _TOKEN_COLUMNS, _TOKEN_TYPES, new_tokens) != len(new_tokens):
+                raise _Raced("a report spending one of these admission tokens")
             deltas = {key: Tally(added[key], tuple(support)) for key, support in supports.items()}
             self._add_tallies(conn, campaign_id, deltas)
             arrivals: dict[str, int] = {}

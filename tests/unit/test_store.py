@@ -330,3 +330,15 @@ def test_a_shuffled_batch_is_stored_once_on_both_backends(database_target: str |
     assert store.ingest_batch("c1", "cd" * 16, 2, [row(2), row(3)], k=K) == ("accepted", 1)  # row 2: once
     assert sorted(store.shuffled_batches("c1")) == [(2, 1), (3, 2)]
     assert store.count_reports("c1") == store.get_campaign("c1").n_reports == 3
+
+
+def test_an_admission_token_is_spent_once_on_both_backends(database_target: str | Path) -> None:
+    import dataclasses
+
+    store = make_store(database_target)
+    nonce = b"\x01" * 32
+    first, second = (dataclasses.replace(row(i), token_nonce=nonce) for i in (1, 2))
+    assert [status for status, _ in ingest(store, [first, second])] == ["accepted", "rejected"]
+    assert ingest(store, [dataclasses.replace(row(3), token_nonce=nonce)])[0][0] == "rejected"
+    assert ingest(store, [first])[0][0] == "duplicate"  # the retry of the report that spent it
+    assert store.spent_token_count("c1") == 1 and store.count_reports("c1") == 1
