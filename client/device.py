@@ -383,23 +383,9 @@ class Client:
         """
         report_id, report = permanent_response(config.build_mechanism(), self._state.secret, config.id, index)
         with self._state.transaction() as db:
-            given = self._state.round_answer(config.id, round)
-            if given is not None and given.answer_id != report_id:
-                status = self._state.report_status(given.report_id)
-                if not reanswer or status == "delivered":
-                    answered = self._state.round_created(config.id, round) or 0.0
-                    raise _changed(config, answered, privacy_cost(config), status, round)
-                DeviceState.withdraw(db, given.report_id)
-                DeviceState.forget_round(db, config.id, round)
-                given = None
+            given = self._given_round(db, config, round, report_id, reanswer)
             if given is not None:
-                queued = not self._state.rejected(given.report_id)
-                if queued:
-                    DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
-                return Receipt(
-                    campaign_id=config.id, report_id=given.report_id, epsilon_spent=0.0, memoized=True, recurring=True,
-                    trust_model=config.trust_model, queued=queued, round=round
-                )
+                return given
             paid = self._state.report(report_id) is not None
             cost = Fraction(0) if paid else privacy_cost(config)
             if not paid:
@@ -424,6 +410,34 @@ class Client:
         return Receipt(
             campaign_id=config.id, report_id=envelope.report_id, epsilon_spent=float(cost), memoized=False,
             recurring=True, trust_model=config.trust_model, queued=True, round=round
+        )
+
+    def _given_round(
+        self, db: sqlite3.Connection, config: CampaignConfig, round: str, answer_id: str, reanswer: bool
+    ) -> Receipt | None:
+        """The receipt of this round's answer when it was given already with the same ``answer_id`` (queued
+        again unless the aggregator rejected it), or None when the round is still to be answered.
+
+        A different answer given before raises :class:`AnswerChanged`, unless ``reanswer`` and the first is
+        not yet delivered: then it is withdrawn and the round forgotten (None).
+        """
+        given = self._state.round_answer(config.id, round)
+        if given is not None and given.answer_id != answer_id:
+            status = self._state.report_status(given.report_id)
+            if not reanswer or status == "delivered":
+                answered = self._state.round_created(config.id, round) or 0.0
+                raise _changed(config, answered, privacy_cost(config), status, round)
+            DeviceState.withdraw(db, given.report_id)
+            DeviceState.forget_round(db, config.id, round)
+            return None
+        if given is None:
+            return None
+        queued = not self._state.rejected(given.report_id)
+        if queued:
+            DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
+        return Receipt(
+            campaign_id=config.id, report_id=given.report_id, epsilon_spent=0.0, memoized=True, recurring=True,
+            trust_model=config.trust_model, queued=queued, round=round
         )
 
     def _answer_survey_round(
@@ -452,23 +466,9 @@ class Client:
             permanents.append((i, None if answer is None else permanent_id, None if answer is None else report))
         answer_id = survey_answer_id(config, secret, answers)
         with self._state.transaction() as db:
-            given = self._state.round_answer(config.id, round)
-            if given is not None and given.answer_id != answer_id:
-                status = self._state.report_status(given.report_id)
-                if not reanswer or status == "delivered":
-                    answered = self._state.round_created(config.id, round) or 0.0
-                    raise _changed(config, answered, privacy_cost(config), status, round)
-                DeviceState.withdraw(db, given.report_id)
-                DeviceState.forget_round(db, config.id, round)
-                given = None
+            given = self._given_round(db, config, round, answer_id, reanswer)
             if given is not None:
-                queued = not self._state.rejected(given.report_id)
-                if queued:
-                    DeviceState.enqueue(db, given.report_id, config.id, given.envelope)
-                return Receipt(
-                    campaign_id=config.id, report_id=given.report_id, epsilon_spent=0.0, memoized=True, recurring=True,
-                    trust_model=config.trust_model, queued=queued, round=round
-                )
+                return given
             unpaid = [
                 (config.questions[i], pid) for i, pid, _ in permanents
                 if pid is not None and self._state.report(pid) is None
