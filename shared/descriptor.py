@@ -595,10 +595,7 @@ class CampaignConfig:
             )
         missing = sorted(_REQUIRED_KEYS - set(obj))
         unknown = sorted(str(key) for key in set(obj) - _REQUIRED_KEYS - _OPTIONAL_KEYS)
-        if missing or unknown:
-            parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-            parts += [f"unknown {', '.join(show(k) for k in unknown[:5])}"] if unknown else []
-            raise InvalidConfig(f"campaign config keys are wrong: {'; '.join(parts)}")
+        _refuse_wrong_keys(missing, unknown, "campaign config")
         for name in ("categories", "group_fields"):
             if not isinstance(obj[name], list):
                 raise InvalidConfig(f"{name!r} must be a JSON array, got {show(obj[name])}")
@@ -611,21 +608,7 @@ class CampaignConfig:
             epsilon=obj["epsilon"],
             mechanism=obj["mechanism"],
             params=obj["params"],
-            group_fields=tuple(obj["group_fields"]),
-            public_key=obj["public_key"],
-            format_version=obj["format_version"],
-            suite=obj["suite"],
-            status=obj["status"],
-            trust_model=obj["trust_model"],
-            budget=obj.get("budget"),
-            adjacency=obj.get("adjacency"),
-            group_values=obj.get("group_values", {}),
-            recurring=obj.get("recurring", False),
-            delta=obj.get("delta"),
-            budget_delta=obj.get("budget_delta"),
-            budget_rho=obj.get("budget_rho"),
-            group_size=obj.get("group_size"),
-            admission=None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
+            **_common_fields(obj),
             shuffler=None if obj.get("shuffler") is None else ShufflerInfo.from_json(obj["shuffler"]),
         )
 
@@ -633,10 +616,7 @@ class CampaignConfig:
     def _survey_from_json(cls, obj: dict[str, Any]) -> CampaignConfig:
         missing = sorted(_SURVEY_REQUIRED_KEYS - set(obj))
         unknown = sorted(str(key) for key in set(obj) - _SURVEY_REQUIRED_KEYS - _OPTIONAL_KEYS)
-        if missing or unknown:
-            parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
-            parts += [f"unknown {', '.join(show(k) for k in unknown[:5])}"] if unknown else []
-            raise InvalidConfig(f"survey config (format_version 3) keys are wrong: {'; '.join(parts)}")
+        _refuse_wrong_keys(missing, unknown, "survey config (format_version 3)")
         if not isinstance(obj["group_fields"], list):
             raise InvalidConfig(f"'group_fields' must be a JSON array, got {show(obj['group_fields'])}")
         if not isinstance(obj["questions"], list):
@@ -650,21 +630,7 @@ class CampaignConfig:
             epsilon=obj["epsilon"],
             mechanism=CENTRAL_MECHANISM if central else SURVEY_MECHANISM,
             params={},
-            group_fields=tuple(obj["group_fields"]),
-            public_key=obj["public_key"],
-            format_version=obj["format_version"],
-            suite=obj["suite"],
-            status=obj["status"],
-            trust_model=obj["trust_model"],
-            budget=obj.get("budget"),
-            adjacency=obj.get("adjacency"),
-            group_values=obj.get("group_values", {}),
-            recurring=obj.get("recurring", False),
-            delta=obj.get("delta"),
-            budget_delta=obj.get("budget_delta"),
-            budget_rho=obj.get("budget_rho"),
-            group_size=obj.get("group_size"),
-            admission=None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
+            **_common_fields(obj),
             questions=questions,
             split=Split.from_json(obj["split"]),
         )
@@ -834,3 +800,32 @@ def _or_list(names: Sequence[str]) -> str:
     """``'grr', 'oue' or 'olh'``."""
     quoted = [repr(name) for name in names]
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _refuse_wrong_keys(missing: list[str], unknown: list[str], what: str) -> None:
+    """``InvalidConfig`` naming the missing keys and up to five unknown ones (shown, not echoed whole)."""
+    if missing or unknown:
+        parts = [f"missing {', '.join(map(repr, missing))}"] if missing else []
+        parts += [f"unknown {', '.join(show(k) for k in unknown[:5])}"] if unknown else []
+        raise InvalidConfig(f"{what} keys are wrong: {'; '.join(parts)}")
+
+
+def _common_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments that single-question (v1, v2) and survey (v3) descriptors share."""
+    return {
+        "group_fields": tuple(obj["group_fields"]),
+        "public_key": obj["public_key"],
+        "format_version": obj["format_version"],
+        "suite": obj["suite"],
+        "status": obj["status"],
+        "trust_model": obj["trust_model"],
+        "budget": obj.get("budget"),
+        "adjacency": obj.get("adjacency"),
+        "group_values": obj.get("group_values", {}),
+        "recurring": obj.get("recurring", False),
+        "delta": obj.get("delta"),
+        "budget_delta": obj.get("budget_delta"),
+        "budget_rho": obj.get("budget_rho"),
+        "group_size": obj.get("group_size"),
+        "admission": None if obj.get("admission") is None else Admission.from_json(obj["admission"]),
+    }
