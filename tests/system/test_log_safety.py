@@ -37,10 +37,10 @@ RAW_REQUESTS = [
     b"GET /\xff\xfe?token=" + SECRET.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n",
     f"GET /healthz?token={SECRET} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n".encode(),  # body never sent
 ]
-#: How a line the server printed may begin: its start-up lines, gunicorn/uvicorn records, the access log,
-#: an indented traceback line.
+#: How a line the server printed may begin: its start-up lines (the tokens, the address, the database: a
+#: file or a URL without its password), gunicorn/uvicorn records, the access log, an indented traceback line.
 LINE_START = re.compile(
-    r'^((admin|analyst|issuer) token: |deniable aggregator on |\[\d{4}-\d\d-\d\d |"[A-Z]+ /|\| )'
+    r'^((admin|analyst|issuer) token: |deniable aggregator on |database: |\[\d{4}-\d\d-\d\d |"[A-Z]+ /|\| )'
 )
 
 
