@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from support.browser import chromium
 from support.reports import simulate_envelopes, upload
 from support.server import RunningServer
 
@@ -28,7 +28,6 @@ from deniable.aggregator.api.auth import ADMIN, PUBLIC, SESSION_ACCESS
 from deniable.aggregator.api.sessions import COOKIE
 from deniable.analyst import Analyst
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_LABEL = "<script>alert(2)</script>"
@@ -36,23 +35,8 @@ HOSTILE_LABEL = "<script>alert(2)</script>"
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        message = f"{CHROMIUM} is missing: make test installs it (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
