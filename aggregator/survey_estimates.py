@@ -202,9 +202,9 @@ def survey_central_estimate(
     if group_by is not None and group_by in config.undeclared_group_fields:
         raise InvalidParameter(f"campaign {config.id!r} declares no group_values for {group_by!r}")
     adjacency = config.adjacency or "add-remove"
-    with store.transaction() as conn:
-        from deniable.aggregator.estimation import _check_policy
+    from deniable.aggregator.estimation import _check_policy
 
+    def release(conn: Any) -> tuple[list[tuple[dict[str, Any], bool]], dict[str, Any]]:
         released = []
         for slot in slots:
             key = central.release_key(group_by, central_kinds.KIND_NOISE, question=slot.question.id)
@@ -216,6 +216,12 @@ def survey_central_estimate(
         if composed.epsilon_sum is not None:  # campaigns.epsilon_spent follows the ledger, as for a histogram
             spent = central.spent_text(central._decimal(Fraction(composed.epsilon_sum)))
             Store.set_epsilon_spent(conn, config.id, spent)
+        return released, totals
+
+    # one transaction spends and keeps every question's release; on PostgreSQL (SERIALIZABLE) one that a
+    # concurrent release's conflict rolled back runs again, as a histogram's release does (its draws were
+    # never served: the rolled-back noise leaves nothing behind)
+    released, totals = store.retrying(release)
     body: dict[str, Any] = {
         "campaign_id": config.id, "trust_model": "central", "split": config.split.to_json(), "level": level,
         "noise": central_kinds.KIND_NOISE, "adjacency": adjacency, "accountant": totals,

@@ -1,7 +1,8 @@
 """Surveys end to end against the real server: a three-question survey (choice, multi, number) answered by
 simulated devices through the fleet, every estimate within its 95% interval at the seeds used, per group
 too, ``deniable verify`` equal to the stored tallies; a central survey released question by question under
-one budget.
+one budget. Each test runs on both database backends (``backend_aggregator``: SQLite, and PostgreSQL, whose
+runs ``make test`` takes); the store-level survey tests on both are in ``tests/unit/test_survey_store.py``.
 
 The devices' randomizers draw from a seeded ``randbelow`` (the fleet's test hook), so each run sends the
 same reports and the intervals are checked at fixed seeds, not re-rolled. With 9 (and 27, per group)
@@ -30,6 +31,12 @@ QUESTIONS: list[dict[str, Any]] = [
     {"id": "apps", "text": "Which apps did you use today?", "kind": "multi", "options": OPTIONS, "max_selected": 3},
     {"id": "age", "text": "How old are you?", "kind": "number", "range": [18, 99]},
 ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def aggregator(backend_aggregator: RunningServer) -> RunningServer:
+    """Every test of this module runs once per database backend (SQLite, and PostgreSQL under ``make test``)."""
+    return backend_aggregator
 
 
 def population(n: int, seed: int) -> list[dict[str, Any]]:
@@ -74,8 +81,8 @@ def check_within(body: dict[str, Any], truth: dict[str, Any]) -> int:
 
 def verify(aggregator: RunningServer) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "verify", "--data-dir", str(aggregator.data_dir)],
-        capture_output=True, text=True, timeout=600, check=False,
+        [sys.executable, "-m", "deniable.aggregator.cli", "verify", *aggregator.cli_args()],
+        capture_output=True, text=True, timeout=600, check=False, env=aggregator.cli_env(),
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
