@@ -5,8 +5,10 @@ S_v ~ Bin(n_v, p*) + Bin(n − n_v, q*) (FORMULAS part 2, §3.1), so the coverag
 [L(s), U(s)] for a category holding n_v respondents is Σ_s P(S_v = s)·1[L(s) ≤ n_v ≤ U(s)]: no
 simulation needed (it is the limit of the 4,000 seeded runs per cell the issue asks for). This module
 computes that sum for any vectorized rule (:func:`category_coverage`), over the data sets of the grid
-(:func:`counts_of`: uniform, Zipf(1.1), point mass, by largest-remainder rounding), and the bound no
-interval with endpoints monotone in S_v can beat (:func:`lightest_window`). ``benchmarks/intervals.py``
+(:func:`counts_of`: uniform, Zipf(1.1), point mass, by largest-remainder rounding), and two bounds on the
+coverage a rule keeping every count ≥ 0.93 must have: :func:`least_coverage`, which no deterministic
+confidence procedure at all can beat, and :func:`lightest_window`, which no interval whose endpoints are
+monotone in S_v can beat. ``benchmarks/intervals.py``
 prints the grid with it and ``tests/unit/test_intervals.py`` checks the worst cells with it.
 
 numpy only (binomial pmfs from ``math.lgamma``, each truncated below 10⁻¹⁶ of mass): an analyst/aggregator
@@ -37,6 +39,7 @@ __all__ = [
     "category_coverage",
     "cell_coverage",
     "counts_of",
+    "least_coverage",
     "lightest_window",
     "support_law",
     "wald_interval",
@@ -102,8 +105,11 @@ def counts_of(dist: str, n: int, k: int) -> IntArray:
 
 
 def lightest_window(pmf: Any, mass: float = FLOOR) -> float:
-    """The least total probability of a run of consecutive values holding at least ``mass``: no interval
-    with endpoints monotone in S_v covers this category less often while covering it ≥ ``mass``."""
+    """The least total probability of a run of consecutive values holding at least ``mass``.
+
+    An interval [L(s), U(s)] whose endpoints are nondecreasing in s accepts a count m on a run of
+    consecutive values ({s : L(s) ≤ m} is a prefix and {s : U(s) ≥ m} a suffix), so if it covers this
+    category ≥ ``mass`` it covers it at least this often."""
     best, total, start = 1.0, 0.0, 0
     for end, p in enumerate(pmf):
         total += p
@@ -115,6 +121,41 @@ def lightest_window(pmf: Any, mass: float = FLOOR) -> float:
     return best
 
 
+#: :func:`least_coverage` solves the subset problem exactly over this many of the most probable values
+#: (two halves of 2¹² sums) and bounds the rest by their total.
+EXACT_ITEMS = 24
+
+
+def least_coverage(pmf: Any, mass: float = FLOOR) -> float:
+    """A lower bound on min{P(A) : P(A) ≥ ``mass``} over *every* set A of values (not only runs).
+
+    Any deterministic confidence procedure C(s) covers a count m with probability P_m(A), A = {s : m ∈
+    C(s)}, so one covering m ≥ ``mass`` covers it at least this often, monotone or not, interval or not.
+    Computed as 1 − (the most mass a set can leave out while leaving out ≤ 1 − ``mass``): exactly, by
+    meeting in the middle, over the :data:`EXACT_ITEMS` most probable values that fit, and bounded by adding
+    the total of the others (so the result is a valid bound, and exact when they weigh nothing)."""
+    import numpy as np
+
+    cap = 1.0 - mass
+    p = np.asarray(pmf, dtype=np.float64)
+    p = np.sort(p[p > 0] / p.sum())[::-1]
+    fitting = p[p <= cap * (1 + 1e-12)]
+    exact, rest = fitting[:EXACT_ITEMS], float(fitting[EXACT_ITEMS:].sum())
+
+    def subset_sums(items: Any) -> Any:
+        sums = np.zeros(1)
+        for x in items:
+            sums = np.concatenate([sums, sums + x])
+        return np.sort(sums)
+
+    half = exact.size // 2
+    left, right = subset_sums(exact[:half]), subset_sums(exact[half:])
+    index = np.searchsorted(right, cap * (1 + 1e-12) - left, side="right") - 1
+    fits = index >= 0
+    most = float(np.max(left[fits] + right[index[fits]]))
+    return 1.0 - min(cap, most + rest)
+
+
 def category_coverage(rule: IntervalRule, n: int, nv: int, p: float, q: float, level: float = 0.95) -> float:
     """P(L(S_v) ≤ n_v ≤ U(S_v)) exactly, for a category held by ``nv`` of ``n`` respondents."""
     values, pmf = support_law(n, nv, p, q)
@@ -124,11 +165,12 @@ def category_coverage(rule: IntervalRule, n: int, nv: int, p: float, q: float, l
 
 @dataclass(frozen=True)
 class CellCoverage:
-    """One cell of the grid: per-category coverage of a rule, and the monotone-interval bound."""
+    """One cell of the grid: per-category coverage of a rule, and the two bounds per category."""
 
     counts: Any  # the true counts n_v
     coverage: Any  # per category
-    bound: Any  # per category: lightest_window of its law
+    bound: Any  # per category: least_coverage of its law (any deterministic procedure)
+    window_bound: Any  # per category: lightest_window of its law (intervals monotone in S_v)
 
     @property
     def mean(self) -> float:
@@ -140,13 +182,25 @@ class CellCoverage:
 
     @property
     def mean_bound(self) -> float:
-        """The least mean any monotone interval keeping every category ≥ FLOOR can have here."""
+        """The least mean any deterministic procedure keeping every count ≥ FLOOR can have here."""
         return float(self.bound.mean())
 
     @property
+    def mean_window_bound(self) -> float:
+        """The least mean any interval monotone in S_v keeping every count ≥ FLOOR can have here."""
+        return float(self.window_bound.mean())
+
+    @property
     def forced(self) -> bool:
-        """Whether no such interval can reach a mean ≤ MEAN_GOAL (S_v takes too few values)."""
+        """Whether no deterministic procedure with every count's coverage ≥ FLOOR can reach a mean ≤
+        MEAN_GOAL here (S_v takes too few values): only a randomized interval could."""
         return self.mean_bound > MEAN_GOAL
+
+    @property
+    def forced_monotone(self) -> bool:
+        """Whether no interval with endpoints monotone in S_v (more support never lowers an end) and every
+        count's coverage ≥ FLOOR can reach a mean ≤ MEAN_GOAL here."""
+        return self.mean_window_bound > MEAN_GOAL
 
 
 def cell_coverage(
@@ -156,17 +210,19 @@ def cell_coverage(
     import numpy as np
 
     counts = counts_of(dist, n, k)
-    by_count: dict[int, tuple[list[float], float]] = {}
+    by_count: dict[int, tuple[list[float], float, float]] = {}
     for nv in sorted({int(c) for c in counts}):
         values, pmf = support_law(n, nv, p, q)
         covered = []
         for rule in rules:
             low, high = rule(values, n, p, q, level)
             covered.append(float(pmf[(low <= nv) & (nv <= high)].sum()))
-        by_count[nv] = (covered, lightest_window(pmf))
+        by_count[nv] = (covered, least_coverage(pmf), lightest_window(pmf))
     bound = np.array([by_count[int(c)][1] for c in counts])
+    window = np.array([by_count[int(c)][2] for c in counts])
     return [
-        CellCoverage(counts, np.array([by_count[int(c)][0][i] for c in counts]), bound) for i in range(len(rules))
+        CellCoverage(counts, np.array([by_count[int(c)][0][i] for c in counts]), bound, window)
+        for i in range(len(rules))
     ]
 
 

@@ -16,8 +16,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deniable.shared.mechanisms import Estimate, Mechanism, Tally, mechanism_from_name
-from deniable.shared.mechanisms.coverage import counts_of, lightest_window, support_law
-from deniable.shared.mechanisms.estimate import count_interval, exact_interval, score_interval
+from deniable.shared.mechanisms.coverage import (
+    MEAN_GOAL,
+    cell_coverage,
+    counts_of,
+    least_coverage,
+    lightest_window,
+    support_law,
+)
+from deniable.shared.mechanisms.estimate import (
+    _window,
+    boundary_tests,
+    count_interval,
+    exact_interval,
+    guaranteed_level,
+    score_interval,
+)
 
 FLOOR = 0.93
 Z = 1.959963984540054
@@ -97,16 +111,16 @@ def _score_cc_coverage(mechanism: Mechanism, n: int, dist: str) -> np.ndarray:
 
 
 def test_the_exact_windows_cover_each_count_at_least_the_level() -> None:
-    """Every acceptance window holds ≥ 95% of its law, so each count inverted from them (where the exact
-    construction serves) is covered ≥ 0.95; in the three-valued GRR ε = 10 law it covers 0.954-0.959, the
-    lightest the law allows, where the score interval covered 0.998."""
+    """Every acceptance window holds ≥ the guaranteed level (0.93) of its law, so each count inverted from
+    them (where the exact construction serves) is covered that often; in the three-valued GRR ε = 10 law it
+    covers 0.95-0.96, where the score interval covered 0.998."""
     mechanism = mechanism_from_name("grr", epsilon=10.0, k=16)
     p, q, n = mechanism.p_star, mechanism.q_star, 1000
     for nv in (0, 1, 62, 63, 1000):
         values, pmf = support_law(n, nv, p, q)
         low, high = exact_interval(values, n, p, q)
         covered = float(pmf[(low <= nv) & (nv <= high)].sum())
-        assert 0.95 <= covered <= max(0.975, lightest_window(pmf, 0.95) + 1e-12), (nv, covered)
+        assert guaranteed_level(0.95) <= covered <= max(0.975, lightest_window(pmf, 0.95) + 1e-12), (nv, covered)
 
 
 def test_the_interval_is_a_function_of_the_support_count_alone() -> None:
@@ -178,3 +192,124 @@ def test_the_closed_form_bounds_are_the_one_sided_score_tests(
         return
     assert low <= accepted.min() + 1e-9 * n and accepted.min() - step <= low + 1e-9 * n
     assert accepted.max() - 1e-9 * n <= high and high <= accepted.max() + step + 1e-9 * n
+
+
+# The 16 cells, all at n = 50, where the grid's bounds allowed a mean ≤ 0.975 and the interval served
+# before (lightest window holding ≥ 95% where S_v is discrete, a normal one-sided test at the boundaries)
+# did not reach it (0.977-0.994): now the exact parts keep the acceptance run nearest to the level.
+REACHED = [
+    ("binary-rr", 2, 3.0, "uniform"),  # 0.987 before
+    ("grr", 2, 3.0, "uniform"),
+    ("grr", 16, 1.0, "point"),  # 0.979: the normal one-sided test at 0 accepted up to P = 0.977
+    ("grr", 16, 3.0, "point"),
+    ("oue", 2, 10.0, "zipf"),
+    ("oue", 2, 10.0, "point"),
+    ("oue", 16, 3.0, "uniform"),
+    ("oue", 16, 3.0, "zipf"),
+    ("oue", 16, 5.0, "uniform"),  # 0.994 before
+    ("oue", 16, 5.0, "zipf"),
+    ("olh", 2, 10.0, "zipf"),
+    ("olh", 2, 10.0, "point"),
+    ("olh", 16, 3.0, "uniform"),
+    ("olh", 16, 3.0, "zipf"),
+    ("olh", 16, 5.0, "uniform"),
+    ("olh", 16, 5.0, "zipf"),
+]
+
+
+@pytest.mark.parametrize(("name", "k", "eps", "dist"), REACHED)
+def test_the_reachable_mean_goal_is_met_at_n_50(name: str, k: int, eps: float, dist: str) -> None:
+    """Through ``Estimate.ci``, exactly: every category ≥ 0.93 and the mean ≤ 0.975."""
+    mechanism = mechanism_from_name(name, epsilon=eps, k=k)
+    served, _ = coverage(mechanism, 50, dist)
+    assert served.min() >= FLOOR, served.min()
+    assert served.mean() <= MEAN_GOAL, served.mean()
+
+
+@pytest.mark.parametrize(
+    ("name", "k", "eps", "n"),
+    [("grr", 2, 3.0, 50), ("grr", 16, 1.0, 50), ("oue", 16, 3.0, 50), ("olh", 16, 5.0, 50),
+     ("oue", 2, 10.0, 50), ("grr", 1000, 5.0, 50), ("grr", 16, 10.0, 200)],
+)  # fmt: skip
+def test_the_interval_is_a_valid_procedure_at_every_true_count(name: str, k: int, eps: float, n: int) -> None:
+    """A confidence procedure, not a fit to the grid's data: every true count n_v in 0..n is covered
+    ≥ 0.93, exactly (the law from the coverage module's own binomials)."""
+    mechanism = mechanism_from_name(name, epsilon=eps, k=k)
+    p, q = mechanism.p_star, mechanism.q_star
+    worst = 1.0
+    for nv in range(n + 1):
+        values, pmf = support_law(n, nv, p, q)
+        low, high = count_interval(values, n, p, q)
+        worst = min(worst, float(pmf[(low <= nv) & (nv <= high)].sum()))
+    assert worst >= FLOOR, worst
+
+
+def test_the_window_keeps_the_run_nearest_the_level_when_it_holds_the_guaranteed_level() -> None:
+    assert guaranteed_level(0.95) == pytest.approx(0.93)
+    lumpy = np.array([0.015, 0.5, 0.435, 0.05])  # from the mode: 0.5, 0.935, 0.985, 1
+    assert _window(0, lumpy, 0.95, "inner") == (1, 2)  # 0.935 is nearer 0.95 than 0.985
+    assert _window(10, lumpy, 0.97, "inner") == (11, 13)  # at 0.97 the guaranteed level is 0.958 > 0.935
+    steep = np.array([0.015, 0.5, 0.41, 0.075])  # 0.91 < 0.93: the run must go on to 0.985
+    assert _window(0, steep, 0.95, "inner") == (1, 3)
+    assert _window(0, lumpy, 0.95, "low") == (0, 2)  # from the first value: 0.015, 0.515, 0.95
+    assert _window(0, lumpy, 0.95, "high") == (1, 3)  # from the last: 0.05, 0.485, 0.985 (0.485 < 0.93)
+
+
+def test_the_boundary_tests_are_exact_one_sided_runs() -> None:
+    """m = 0 is refuted iff S_v > b₀, with P(Bin(n, q) ≤ b₀) ≥ 0.93 and nearest to 0.95 (GRR k = 16,
+    ε = 1, n = 50: the normal one-sided test accepted up to b = 6, P = 0.977)."""
+    mechanism = mechanism_from_name("grr", epsilon=1.0, k=16)
+    p, q, n = mechanism.p_star, mechanism.q_star, 50
+    b0, an = boundary_tests(n, p, q)
+    values, pmf = support_law(n, 0, p, q)
+    held = {int(v): float(pmf[values <= v].sum()) for v in values}
+    assert held[b0] >= FLOOR and abs(held[b0] - 0.95) <= abs(held[b0 + 1] - 0.95)
+    assert held[b0 - 1] < FLOOR or abs(held[b0 - 1] - 0.95) > abs(held[b0] - 0.95)
+    values, pmf = support_law(n, n, p, q)
+    assert float(pmf[values >= an].sum()) >= FLOOR
+    low, _ = count_interval([b0, b0 + 1], n, p, q)
+    assert low[0] == 0.0 and low[1] > 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=11))
+def test_least_coverage_is_the_lightest_set_holding_the_floor(weights: list[float]) -> None:
+    """Against brute force over every subset: least_coverage is min{P(A) : P(A) ≥ 0.93}, and never above
+    the lightest run (a run is a set)."""
+    import itertools
+
+    pmf = np.asarray(weights) + 1e-3
+    pmf = pmf / pmf.sum()
+    best = min(
+        float(pmf[list(subset)].sum())
+        for r in range(1, pmf.size + 1)
+        for subset in itertools.combinations(range(pmf.size), r)
+        if pmf[list(subset)].sum() >= FLOOR - 1e-12
+    )
+    assert least_coverage(pmf) == pytest.approx(best, abs=1e-9)
+    assert least_coverage(pmf) <= lightest_window(pmf) + 1e-12
+
+
+def test_least_coverage_stays_a_bound_beyond_its_exact_items() -> None:
+    """With more values than it solves exactly it may only err low (a valid bound)."""
+    rng = np.random.default_rng(5)
+    pmf = rng.dirichlet(np.ones(40))
+    assert FLOOR - 1e-12 <= least_coverage(pmf) <= lightest_window(pmf) + 1e-12
+
+
+def test_the_grid_says_which_cells_are_forced_and_why() -> None:
+    """OUE k = 1,000, ε = 10, n = 1,000 (uniform): no deterministic rule at all can keep a mean ≤ 0.975.
+    GRR k = 1,000, ε = 1, n = 1,000: S_v ≈ Poisson(1); no run of values holding ≥ 0.93 holds ≤ 0.975
+    ({0..3}: 0.981), so no monotone interval can, but {0, 1, 2, 4, 5, …} (S_v = 3 excluded) holds 0.94:
+    only a rule refuting small counts at S_v = 3 and not at 4 could."""
+    oue = mechanism_from_name("oue", epsilon=10.0, k=1000)
+    (cell,) = cell_coverage([count_interval], 1000, 1000, oue.p_star, oue.q_star, "uniform")
+    assert cell.forced and cell.forced_monotone and cell.mean >= cell.mean_bound - 1e-9
+    grr = mechanism_from_name("grr", epsilon=1.0, k=1000)
+    (cell,) = cell_coverage([count_interval], 1000, 1000, grr.p_star, grr.q_star, "uniform")
+    assert cell.forced_monotone and not cell.forced
+    values, pmf = support_law(1000, 1, grr.p_star, grr.q_star)
+    witness = float(pmf[values != 3].sum())
+    assert FLOOR <= witness <= MEAN_GOAL and cell.mean_bound <= witness + 1e-12
+    (reachable,) = cell_coverage([count_interval], 50, 16, oue.p_star, oue.q_star, "zipf")
+    assert not reachable.forced_monotone or reachable.forced
