@@ -661,6 +661,7 @@ _SCHEMAS: dict[str, Any] = {
                 },
             },
         },
+    },
     "ReleasePolicyBody": _POLICY_BODY,
     "TokenIssue": {
         "type": "object",
@@ -770,7 +771,6 @@ _SCHEMAS: dict[str, Any] = {
                 "description": "pass as 'after' for the next page; null when this is the last",
             },
         },
-    },
     },
 }
 

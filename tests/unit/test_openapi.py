@@ -161,3 +161,26 @@ def test_survey_estimates_the_app_serves_validate_against_the_document(seeded_ap
         assert not errors, (query, errors[:3])
     legacy = client.get("/api/v1/campaigns/fuzz/estimate", headers=auth).json
     assert not [error.message for error in validator.iter_errors(legacy)]
+
+
+def test_every_reference_names_a_schema_of_the_document() -> None:
+    """Each ``$ref`` resolves to a schema under components/schemas (a schema nested by a misplaced brace
+    inside another one left the token and release routes pointing at nothing)."""
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    refs: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("$ref"), str):
+                refs.add(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(doc)
+    prefix = "#/components/schemas/"
+    assert refs and all(ref.startswith(prefix) for ref in refs)
+    assert sorted(ref.removeprefix(prefix) for ref in refs if ref.removeprefix(prefix) not in schemas) == []
