@@ -11,14 +11,16 @@ import copy
 from typing import Any
 
 from deniable.shared.contract import MAX_BATCH
-from deniable.shared.descriptor import CENTRAL_MECHANISM
-from deniable.shared.fields import ROUND_PATTERN
+from deniable.shared.descriptor import ADJACENCIES, CENTRAL_MECHANISM, TRUST_MODELS
 from deniable.shared.limits import (
+    BASE64URL_PATTERN,
     CAMPAIGN_EPSILON,
     CAMPAIGN_PAGE_DEFAULT,
     CAMPAIGN_PAGE_MAX,
     CAMPAIGN_STATUSES,
     CENTRAL_DELTA_RANGE,
+    KEY_PATTERN,
+    MAX_ACCOUNT_CHARS,
     MAX_BUDGET,
     MAX_CATEGORIES,
     MAX_CATEGORY_CHARS,
@@ -27,26 +29,43 @@ from deniable.shared.limits import (
     MAX_GROUP_VALUE_CHARS,
     MAX_GROUP_VALUES,
     MAX_MIN_REPORTS_BEFORE_RELEASE,
+    MAX_QUERY_CHARS,
     MAX_QUESTION_CHARS,
+    MAX_QUESTIONS,
     MAX_REFRESH_INTERVAL_SECONDS,
     MAX_RHO,
     MAX_ROUND_CHARS,
+    MAX_TOKEN_REQUESTS,
     MAX_TOKENS_PER_ACCOUNT,
     MAX_TOP,
+    MIN_CATEGORIES,
+    NUMBER_STEPS,
+    PSEUDONYM_PATTERN,
+    QUESTION_SHARE,
     RELEASES_PAGE_MAX,
+    REPORT_ID_PATTERN,
+    ROUND_PATTERN,
+    SHUFFLE_MIN_BATCH_RANGE,
+    SHUFFLER_URL_MAX_CHARS,
+    SIGNATURE_PATTERN,
+    SLUG_MAX_CHARS,
     SLUG_PATTERN,
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
 )
 from deniable.shared.mechanisms import mechanism_names
 from deniable.shared.mechanisms.estimate import INTERVAL_METHODS
+from deniable.shared.mechanisms.registry import KINDS
+from deniable.shared.survey import SPLIT_MODES, SPLIT_REQUESTS
+from deniable.shared.tokens import TOKEN_TYPE
 
 __all__ = ["DOCUMENT", "document"]
 
-_SLUG = {"type": "string", "pattern": SLUG_PATTERN, "minLength": 1, "maxLength": 64}
+_SLUG = {"type": "string", "pattern": SLUG_PATTERN, "minLength": 1, "maxLength": SLUG_MAX_CHARS}
 #: The mechanism enums, filled from the registry by :func:`document` (these are the built-in ones).
 _MECHANISMS_IN_DESCRIPTOR = [*mechanism_names("choice"), CENTRAL_MECHANISM]
 _MECHANISMS_AT_CREATE = ["auto", *_MECHANISMS_IN_DESCRIPTOR]
+_MECHANISMS_OF_QUESTIONS = [*(name for kind in KINDS for name in mechanism_names(kind)), CENTRAL_MECHANISM]
 #: Said next to the unbiased counts of a local estimate (``Estimate.to_dict``).
 _UNBIASED = {
     "type": "object",
@@ -88,10 +107,10 @@ _SHUFFLER = {
     "required": ["url", "public_key", "verify_key", "min_batch"],
     "additionalProperties": False,
     "properties": {
-        "url": {"type": "string", "maxLength": 2000},
-        "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
-        "verify_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
-        "min_batch": {"type": "integer", "minimum": 2, "maximum": 100000},
+        "url": {"type": "string", "maxLength": SHUFFLER_URL_MAX_CHARS},
+        "public_key": {"type": "string", "pattern": KEY_PATTERN},
+        "verify_key": {"type": "string", "pattern": KEY_PATTERN},
+        "min_batch": {"type": "integer", "minimum": SHUFFLE_MIN_BATCH_RANGE[0], "maximum": SHUFFLE_MIN_BATCH_RANGE[1]},
     },
 }
 
@@ -204,7 +223,7 @@ _SCHEMAS: dict[str, Any] = {
             "question": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
             "categories": {
                 "type": "array",
-                "minItems": 2,
+                "minItems": MIN_CATEGORIES,
                 "maxItems": MAX_CATEGORIES,
                 "uniqueItems": True,
                 "items": {"type": "string", "minLength": 1, "maxLength": MAX_CATEGORY_CHARS},
@@ -212,7 +231,7 @@ _SCHEMAS: dict[str, Any] = {
             "epsilon": {"type": "number", "minimum": CAMPAIGN_EPSILON[0], "maximum": CAMPAIGN_EPSILON[1]},
             "mechanism": {"type": "string", "enum": _MECHANISMS_AT_CREATE},
             "group_fields": {"type": "array", "maxItems": MAX_GROUP_FIELDS, "uniqueItems": True, "items": _SLUG},
-            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
+            "trust_model": {"type": "string", "enum": list(TRUST_MODELS)},
             "budget": {
                 "type": "number",
                 "nullable": True,
@@ -220,7 +239,7 @@ _SCHEMAS: dict[str, Any] = {
                 "minimum": 0,
                 "maximum": MAX_BUDGET,
             },
-            "adjacency": {"type": "string", "nullable": True, "enum": ["add-remove", "replace", None]},
+            "adjacency": {"type": "string", "nullable": True, "enum": [*ADJACENCIES, None]},
             "group_values": {
                 "type": "object",
                 "description": _GROUP_VALUES_DOC,
@@ -260,16 +279,12 @@ _SCHEMAS: dict[str, Any] = {
         "required": ["id", "text", "kind", "epsilon", "mechanism", "params"],
         "properties": {
             "id": _SLUG,
-            "text": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "kind": {"type": "string", "enum": ["choice", "multi", "number"]},
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_QUESTION_CHARS},
+            "kind": {"type": "string", "enum": list(KINDS)},
             "epsilon": {"type": "number", "description": "the ε this question's report runs at"},
-            "mechanism": {
-                "type": "string",
-                "enum": ["binary-rr", "grr", "oue", "olh", "bitvector", "padding", "duchi", "piecewise", "hybrid",
-                         "none"],
-            },
+            "mechanism": {"type": "string", "enum": _MECHANISMS_OF_QUESTIONS},
             "params": {"type": "object", "additionalProperties": {"type": "integer"}},
-            "share": {"type": "integer", "minimum": 1, "maximum": 100,
+            "share": {"type": "integer", "minimum": QUESTION_SHARE[0], "maximum": QUESTION_SHARE[1],
                       "description": "per_question split only: the weight of the question's share of ε"},
             "optional": {"type": "boolean", "enum": [True], "description": "the device may skip the question"},
             "categories": {"type": "array", "items": {"type": "string"}, "description": "choice"},
@@ -279,7 +294,8 @@ _SCHEMAS: dict[str, Any] = {
             "max_selected": {"type": "integer", "minimum": 1, "description": "multi: the most options per answer"},
             "range": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
                       "description": "number: [lo, hi]"},
-            "steps": {"type": "integer", "minimum": 1, "description": "number: the grid's equal steps over the range"},
+            "steps": {"type": "integer", "minimum": NUMBER_STEPS[0], "maximum": NUMBER_STEPS[1],
+                      "description": "number: the grid's equal steps over the range"},
             "clip": {"type": "boolean", "enum": [True],
                      "description": "out-of-range values are moved to the nearest end on the device"},
         },
@@ -304,7 +320,7 @@ _SCHEMAS: dict[str, Any] = {
             "mechanism": {"type": "string", "enum": _MECHANISMS_IN_DESCRIPTOR},
             "params": {"type": "object", "additionalProperties": {"type": "integer"}},
             "title": {"type": "string", "description": "format 3: the survey's title"},
-            "questions": {"type": "array", "minItems": 1, "maxItems": 20, "items": _ref("SurveyQuestion"),
+            "questions": {"type": "array", "minItems": 1, "maxItems": MAX_QUESTIONS, "items": _ref("SurveyQuestion"),
                           "description": "format 3: the questions, in the order asked"},
             "split": {
                 "type": "object",
@@ -313,17 +329,17 @@ _SCHEMAS: dict[str, Any] = {
                 "and why auto chose the mode",
                 "required": ["mode", "requested", "reason"],
                 "properties": {
-                    "mode": {"type": "string", "enum": ["per_question", "sampling"]},
-                    "requested": {"type": "string", "enum": ["auto", "per_question", "sampling"]},
+                    "mode": {"type": "string", "enum": list(SPLIT_MODES)},
+                    "requested": {"type": "string", "enum": list(SPLIT_REQUESTS)},
                     "reason": {"type": "string"},
                 },
             },
             "group_fields": {"type": "array", "items": {"type": "string"}},
-            "public_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
+            "public_key": {"type": "string", "pattern": KEY_PATTERN},
             "format_version": {"type": "integer"},
             "suite": {"type": "string"},
-            "status": {"type": "string", "enum": ["open", "closed"]},
-            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
+            "status": {"type": "string", "enum": list(CAMPAIGN_STATUSES)},
+            "trust_model": {"type": "string", "enum": list(TRUST_MODELS)},
             "budget": _NUM_OR_NULL,
             "adjacency": {"type": "string", "nullable": True},
             "group_values": {
@@ -345,7 +361,7 @@ _SCHEMAS: dict[str, Any] = {
                 "required": ["type", "token_type", "issuer_key", "tokens_per_account"],
                 "properties": {
                     "type": {"type": "string", "enum": ["privacy-pass-blind-rsa"]},
-                    "token_type": {"type": "integer", "enum": [2]},
+                    "token_type": {"type": "integer", "enum": [TOKEN_TYPE]},
                     "issuer_key": {"type": "string", "description": "base64url DER SubjectPublicKeyInfo"},
                     "tokens_per_account": {"type": "integer", "minimum": 1},
                 },
@@ -420,11 +436,11 @@ _SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {
             "v": {"type": "integer"},
-            "report_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
-            "pseudonym": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-            "device_key": {"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"},
-            "ct": {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"},
-            "sig": {"type": "string", "pattern": "^[A-Za-z0-9_-]{86}$"},
+            "report_id": {"type": "string", "pattern": REPORT_ID_PATTERN},
+            "pseudonym": {"type": "string", "pattern": PSEUDONYM_PATTERN},
+            "device_key": {"type": "string", "pattern": KEY_PATTERN},
+            "ct": {"type": "string", "pattern": BASE64URL_PATTERN},
+            "sig": {"type": "string", "pattern": SIGNATURE_PATTERN},
         },
     },
     "ReportBatch": {
@@ -505,7 +521,7 @@ _SCHEMAS: dict[str, Any] = {
                     "bounds": {"type": "object", "nullable": True},
                 },
             },
-            "trust_model": {"type": "string", "enum": ["local", "central", "shuffled"]},
+            "trust_model": {"type": "string", "enum": list(TRUST_MODELS)},
             "mechanism": {"type": "string"},
             "epsilon": {"type": "number"},
             "n": {"type": "integer", "minimum": 0},
@@ -585,8 +601,8 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "question": {"type": "string"},
             "text": {"type": "string"},
-            "kind": {"type": "string", "enum": ["choice", "multi", "number"]},
-            "split": {"type": "string", "enum": ["per_question", "sampling"]},
+            "kind": {"type": "string", "enum": list(KINDS)},
+            "split": {"type": "string", "enum": list(SPLIT_MODES)},
             "trust_model": {"type": "string", "enum": ["local", "central"]},
             "mechanism": {"type": "string"},
             "epsilon": {"type": "number"},
@@ -671,13 +687,13 @@ _SCHEMAS: dict[str, Any] = {
             "account": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 256,
+                "maxLength": MAX_ACCOUNT_CHARS,
                 "description": "the app backend's opaque id of the user (stored only as an HMAC)",
             },
             "token_requests": {
                 "type": "array",
                 "minItems": 1,
-                "maxItems": 32,
+                "maxItems": MAX_TOKEN_REQUESTS,
                 "items": {"type": "string", "description": "a TokenRequest (RFC 9578 type 0x0002) in base64url"},
             },
         },
@@ -914,7 +930,7 @@ _PATHS: dict[str, Any] = {
                             "required": ["batch_id", "reports", "sig"],
                             "additionalProperties": False,
                             "properties": {
-                                "batch_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                                "batch_id": {"type": "string", "pattern": REPORT_ID_PATTERN},
                                 "reports": {"type": "array", "items": {"type": "string"}},
                                 "sig": {"type": "string"},
                             },
@@ -954,20 +970,20 @@ _PATHS: dict[str, Any] = {
                     "elsewhere); GET .../rounds lists them",
                     "schema": _ROUND,
                 },
-                {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": 64}},
+                {"name": "group_by", "in": "query", "schema": {"type": "string", "maxLength": MAX_QUERY_CHARS}},
                 {
                     "name": "question",
                     "in": "query",
                     "description": "surveys: estimate only this question (its id); a central survey then "
                     "releases (and charges) only this question",
-                    "schema": {"type": "string", "maxLength": 64},
+                    "schema": {"type": "string", "maxLength": MAX_QUERY_CHARS},
                 },
                 {
                     "name": "group_after",
                     "in": "query",
                     "description": "local grouped estimates: list the groups after this value (the "
                     "'next_group_after' of the previous page)",
-                    "schema": {"type": "string", "maxLength": 64},
+                    "schema": {"type": "string", "maxLength": MAX_QUERY_CHARS},
                 },
                 {
                     "name": "level",
@@ -1133,4 +1149,6 @@ def document() -> dict[str, Any]:
     names = list(mechanism_names("choice"))
     schemas["CampaignCreate"]["properties"]["mechanism"]["enum"] = ["auto", *names, CENTRAL_MECHANISM]
     schemas["CampaignConfig"]["properties"]["mechanism"]["enum"] = [*names, CENTRAL_MECHANISM]
+    every = [name for kind in KINDS for name in mechanism_names(kind)]
+    schemas["SurveyQuestion"]["properties"]["mechanism"]["enum"] = [*every, CENTRAL_MECHANISM]
     return doc

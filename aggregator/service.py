@@ -29,8 +29,10 @@ from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig, InvalidParameter, PermissionDenied
 from deniable.shared.limits import (
     CAMPAIGN_STATUSES,
+    MAX_ACCOUNT_CHARS,
     MAX_GROUP_CELLS,
     MAX_GROUP_VALUES_DEFAULT,
+    MAX_TOKEN_REQUESTS,
     MAX_TOKENS_PER_ACCOUNT,
     TIMELINE_BUCKETS,
     TIMELINE_MAX_BUCKETS,
@@ -76,12 +78,6 @@ def _check_group_cells(config: CampaignConfig) -> None:
                 f"estimate would hold {cells} cells, at most {MAX_GROUP_CELLS} on this aggregator (every "
                 "declared group is estimated, empty ones too); declare fewer values or fewer categories"
             )
-
-
-#: Most token requests one call of the issuing route signs (about 40 ms of CPU each on a loaded core).
-MAX_TOKEN_REQUESTS = 32
-#: Longest account name the issuing route takes (the backend's opaque user id).
-MAX_ACCOUNT_CHARS = 256
 
 
 def _admission_body(body: object) -> int:

@@ -11,9 +11,11 @@ import base64
 import binascii
 import re
 
+from deniable.shared.limits import BASE64URL_PATTERN
+
 __all__ = ["b64url_decode", "b64url_encode"]
 
-_B64URL_RE = re.compile(r"[A-Za-z0-9_-]*")
+_B64URL_RE = re.compile(BASE64URL_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def b64url_encode(raw: bytes) -> str:

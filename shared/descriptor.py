@@ -72,6 +72,7 @@ from deniable.shared.formats import DESCRIPTOR_VERSIONS, FORMAT_VERSION, SUITE_I
 from deniable.shared.keys import decode_key, encode_key
 from deniable.shared.limits import (
     CAMPAIGN_EPSILON,
+    CAMPAIGN_STATUSES,
     CENTRAL_DELTA_RANGE,
     MAX_BUDGET,
     MAX_CATEGORIES,
@@ -94,7 +95,13 @@ from deniable.shared.mechanisms import (
 )
 from deniable.shared.messages import show
 from deniable.shared.payload import Payload
-from deniable.shared.questions import LEGACY_QUESTION_ID, ChoiceQuestion, Question, question_from_json
+from deniable.shared.questions import (
+    CENTRAL_MECHANISM,
+    LEGACY_QUESTION_ID,
+    ChoiceQuestion,
+    Question,
+    question_from_json,
+)
 from deniable.shared.shuffle import ShufflerInfo
 from deniable.shared.survey import Split, build_questions, check_survey_questions
 from deniable.shared.tokens import Admission, Token
@@ -114,11 +121,9 @@ __all__ = [
     "CampaignConfig",
 ]
 
-#: The ``mechanism`` of a central campaign: the device does not randomize.
-CENTRAL_MECHANISM = "none"
 TRUST_MODELS: tuple[str, ...] = ("local", "central", "shuffled")
 ADJACENCIES: tuple[str, ...] = ("add-remove", "replace")
-STATUSES: tuple[str, ...] = ("open", "closed")
+STATUSES: tuple[str, ...] = CAMPAIGN_STATUSES
 
 _REQUIRED_KEYS = frozenset(
     {

@@ -16,13 +16,13 @@ from deniable.shared.limits import (
     MAX_GROUP_FIELDS,
     MAX_GROUP_VALUE_CHARS,
     MAX_GROUP_VALUES,
-    MAX_ROUND_CHARS,
+    MIN_CATEGORIES,
+    ROUND_PATTERN,
     SLUG_PATTERN,
 )
 from deniable.shared.messages import show
 
 __all__ = [
-    "ROUND_PATTERN",
     "check_categories",
     "check_choice",
     "check_group_fields",
@@ -42,8 +42,7 @@ __all__ = [
 
 SLUG_RE = re.compile(SLUG_PATTERN.removeprefix("^").removesuffix("$"))
 #: A round label of a recurring campaign: ``"2026-11-29"``, ``"w48"``.
-ROUND_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ROUND_CHARS - 1}}}")
-ROUND_PATTERN = f"^{ROUND_RE.pattern}$"
+ROUND_RE = re.compile(ROUND_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -126,7 +125,7 @@ def check_trimmed_labels(where: str, labels: tuple[str, ...]) -> None:
 
 def check_categories(categories: object) -> tuple[str, ...]:
     return check_labels(
-        "'categories'", categories, sizes=(2, MAX_CATEGORIES), max_chars=MAX_CATEGORY_CHARS, noun="labels"
+        "'categories'", categories, sizes=(MIN_CATEGORIES, MAX_CATEGORIES), max_chars=MAX_CATEGORY_CHARS, noun="labels"
     )
 
 

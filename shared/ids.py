@@ -19,7 +19,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from deniable.shared.errors import InvalidParameter, InvalidReport
 from deniable.shared.formats import FORMAT_VERSION, check_version
-from deniable.shared.limits import SLUG_PATTERN
+from deniable.shared.limits import (
+    PSEUDONYM_HEX_DIGITS,
+    PSEUDONYM_PATTERN,
+    REPORT_ID_HEX_DIGITS,
+    REPORT_ID_PATTERN,
+    SLUG_MAX_CHARS,
+    SLUG_PATTERN,
+)
 from deniable.shared.messages import show
 
 __all__ = [
@@ -49,8 +56,8 @@ PSEUDONYM_LABEL_V2 = b"deniable/pseudonym/v2"
 #: Raw Ed25519 public key length (RFC 8032).
 DEVICE_KEY_BYTES = 32
 
-_REPORT_ID_RE = re.compile(r"[0-9a-f]{32}")
-_PSEUDONYM_RE = re.compile(r"[0-9a-f]{64}")
+_REPORT_ID_RE = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
+_PSEUDONYM_RE = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
 _CAMPAIGN_ID_RE = re.compile(SLUG_PATTERN.removeprefix("^").removesuffix("$"))
 
 
@@ -139,19 +146,19 @@ def check_campaign_id(campaign_id: object, error: type[ValueError]) -> None:
     """Raise ``error`` unless ``campaign_id`` is a slug (``deniable.shared.limits.SLUG_PATTERN``)."""
     if not isinstance(campaign_id, str) or _CAMPAIGN_ID_RE.fullmatch(campaign_id) is None:
         raise error(
-            "'campaign_id' must be a slug of 1-64 characters from a-z, 0-9 and '-', starting with a "
+            f"'campaign_id' must be a slug of 1-{SLUG_MAX_CHARS} characters from a-z, 0-9 and '-', starting with a "
             f"letter or digit, got {show(campaign_id)}"
         )
 
 
 def check_report_id(report_id: object, error: type[ValueError]) -> None:
     """Raise ``error`` unless ``report_id`` is 32 lowercase hex digits."""
-    _check_hex("report_id", report_id, _REPORT_ID_RE, 32, error)
+    _check_hex("report_id", report_id, _REPORT_ID_RE, REPORT_ID_HEX_DIGITS, error)
 
 
 def check_pseudonym(pseudonym: object, error: type[ValueError]) -> None:
     """Raise ``error`` unless ``pseudonym`` is 64 lowercase hex digits."""
-    _check_hex("pseudonym", pseudonym, _PSEUDONYM_RE, 64, error)
+    _check_hex("pseudonym", pseudonym, _PSEUDONYM_RE, PSEUDONYM_HEX_DIGITS, error)
 
 
 def _check_hex(

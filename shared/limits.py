@@ -32,6 +32,7 @@ from deniable.shared.errors import DeniableError
 __all__ = [
     "AUTH_FAILURE_BURST_DEFAULT",
     "AUTH_FAILURE_RATE_DEFAULT",
+    "BASE64URL_PATTERN",
     "BODY_TIMEOUT_DEFAULT",
     "BURST_RANGE",
     "CAMPAIGN_EPSILON",
@@ -47,6 +48,8 @@ __all__ = [
     "INGEST_BURST_DEFAULT",
     "INGEST_RATE_DEFAULT",
     "KEEPALIVE_TIMEOUT",
+    "KEY_PATTERN",
+    "MAX_ACCOUNT_CHARS",
     "MAX_BUDGET",
     "MAX_CATEGORIES",
     "MAX_CATEGORY_CHARS",
@@ -62,6 +65,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_HEADER_FIELDS",
     "MAX_MIN_REPORTS_BEFORE_RELEASE",
+    "MAX_QUERY_CHARS",
     "MAX_QUESTIONS",
     "MAX_QUESTION_CHARS",
     "MAX_REFRESH_INTERVAL_SECONDS",
@@ -70,21 +74,29 @@ __all__ = [
     "MAX_ROUND_CHARS",
     "MAX_SUBSAMPLE_DENOMINATOR_BITS",
     "MAX_TOKENS_PER_ACCOUNT",
+    "MAX_TOKEN_REQUESTS",
     "MAX_TOP",
     "MEAN_LATTICE",
     "MECHANISM_EPSILON",
+    "MIN_CATEGORIES",
     "MIN_TOKEN_BITS",
     "MIN_TOKEN_OBSERVED_BITS",
     "NUMBER_STEPS",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
+    "PSEUDONYM_HEX_DIGITS",
+    "PSEUDONYM_PATTERN",
     "QUESTION_SHARE",
     "RATE_LIMIT_TABLE_MAX",
     "RATE_RANGE",
     "RELEASES_PAGE_DEFAULT",
     "RELEASES_PAGE_MAX",
+    "REPORT_ID_HEX_DIGITS",
+    "REPORT_ID_PATTERN",
     "RETRY_AFTER_MAX",
     "RETRY_AFTER_MAX_WAIT",
+    "ROUND_PATTERN",
+    "SHUFFLER_URL_MAX_CHARS",
     "SHUFFLE_DELTA_RANGE",
     "SHUFFLE_DESCRIPTOR_TTL",
     "SHUFFLE_FORWARD_TIMEOUT",
@@ -92,6 +104,8 @@ __all__ = [
     "SHUFFLE_MIN_BATCH_RANGE",
     "SHUFFLE_RETRY_MAX",
     "SHUFFLE_RETRY_MIN",
+    "SIGNATURE_PATTERN",
+    "SLUG_MAX_CHARS",
     "SLUG_PATTERN",
     "STATE_BUSY_TIMEOUT",
     "TIMELINE_BUCKETS",
@@ -114,16 +128,31 @@ DEVICE_BUDGET_MAX = 1000.0
 
 # -- names ------------------------------------------------------------------------------------------------
 
-#: A campaign id or group field: 1-64 characters from a-z, 0-9 and '-', starting with a letter or digit. Ids
-#: appear in URLs, file names and the HPKE info string (length-prefixed in one byte), so they are ASCII,
-#: lowercase (no two ids differing only in case) and at most 64 characters.
-SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,63}$"
+#: Most characters of a slug (a campaign id, a group field, a survey question's id). Ids appear in URLs, file
+#: names and the HPKE info string (length-prefixed in one byte), so they are ASCII, lowercase (no two ids
+#: differing only in case) and at most 64 characters.
+SLUG_MAX_CHARS = 64
+#: A slug: 1 to :data:`SLUG_MAX_CHARS` characters from a-z, 0-9 and '-', starting with a letter or digit.
+SLUG_PATTERN = f"^[a-z0-9][a-z0-9-]{{0,{SLUG_MAX_CHARS - 1}}}$"
+#: Hex digits of a report id (128 bits; a shuffled batch id has the same form) and of a pseudonym (256 bits;
+#: a shuffled campaign's dedup token too), lowercase, and the patterns the OpenAPI document states.
+REPORT_ID_HEX_DIGITS = 32
+PSEUDONYM_HEX_DIGITS = 64
+REPORT_ID_PATTERN = f"^[0-9a-f]{{{REPORT_ID_HEX_DIGITS}}}$"
+PSEUDONYM_PATTERN = f"^[0-9a-f]{{{PSEUDONYM_HEX_DIGITS}}}$"
+#: A 32-byte public key (X25519, Ed25519) in unpadded base64url is 43 characters; a 64-byte Ed25519
+#: signature 86.
+KEY_PATTERN = "^[A-Za-z0-9_-]{43}$"
+SIGNATURE_PATTERN = "^[A-Za-z0-9_-]{86}$"
+#: Unpadded base64url of any length (an envelope's ciphertext).
+BASE64URL_PATTERN = "^[A-Za-z0-9_-]*$"
 
 
 # -- the campaign descriptor (deniable.shared.descriptor, fields.py; the OpenAPI document states them) -----
 
 #: Categories of one question: at least 2 (a single option is no question), at most 4096, so that a
 #: descriptor stays below 1 MB and an OUE report (one bit per category) below 1 KB.
+MIN_CATEGORIES = 2
 MAX_CATEGORIES = 4096
 #: Characters of one category label: what fits on a phone's answer button, with room for translations.
 MAX_CATEGORY_CHARS = 200
@@ -133,15 +162,26 @@ MAX_QUESTION_CHARS = 2000
 MAX_GROUP_FIELDS = 8
 #: Characters of one group value (a country code, a region name), sent inside every envelope.
 MAX_GROUP_VALUE_CHARS = 64
+#: Most characters of a query-string value (``group_by``, ``question``, ``group_after``, ``status``...):
+#: every such value is a slug or a group value.
+MAX_QUERY_CHARS = max(SLUG_MAX_CHARS, MAX_GROUP_VALUE_CHARS)
 #: Values ``group_values`` may declare for one group field (a central release draws noise for each).
 MAX_GROUP_VALUES = 1000
 #: Characters of a round label of a recurring campaign (``"2026-11-29"``, ``"w48"``; ASCII only).
 MAX_ROUND_CHARS = 32
+#: A round label: 1 to :data:`MAX_ROUND_CHARS` characters from A-Z, a-z, 0-9, '.', '_' and '-', starting
+#: with a letter or digit.
+ROUND_PATTERN = f"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ROUND_CHARS - 1}}}$"
 #: The largest total ε budget of a central campaign: 100 releases at the largest per-release ε of 10 would
 #: already mean no privacy at all; it stops typos, not analysts.
 MAX_BUDGET = 100.0
 #: Admission tokens one account may be granted per campaign (the descriptor's ``tokens_per_account``).
 MAX_TOKENS_PER_ACCOUNT = 10_000
+#: Most token requests one call of the issuing route signs (about 40 ms of CPU each on a loaded core, so a
+#: call stays near a second).
+MAX_TOKEN_REQUESTS = 32
+#: Longest account name the issuing route takes (the backend's opaque user id, stored only as an HMAC).
+MAX_ACCOUNT_CHARS = 256
 
 
 # -- the device's outbox ----------------------------------------------------------------------------------
@@ -348,6 +388,9 @@ MAX_GROUP_CELLS = 100_000
 #: inner ciphertexts, 83 bytes each in the batch's JSON) is one 8.3 MB request to the aggregator; a campaign
 #: whose threshold does not fit the aggregator's body limit is refused at creation.
 SHUFFLE_MIN_BATCH_RANGE: tuple[int, int] = (2, 100_000)
+#: Characters of the shuffler's URL in a descriptor (``shuffler.url``): any real URL fits; it stops a
+#: descriptor from carrying megabytes in one field.
+SHUFFLER_URL_MAX_CHARS = 2000
 #: δ a shuffled campaign may declare for its central (ε, δ) (the amplification bound's δ).
 SHUFFLE_DELTA_RANGE: tuple[float, float] = (1e-15, 1e-3)
 #: Seconds between two passes of the shuffler's forwarder (forming batches, sending what is due).

@@ -61,7 +61,7 @@ from deniable.shared.mechanisms.mean import (
     choose_mean_mechanism,
     mean_mechanism_from_name,
 )
-from deniable.shared.mechanisms.registry import JSON_TYPES, mechanism_class, mechanism_names
+from deniable.shared.mechanisms.registry import JSON_TYPES, KINDS, mechanism_class, mechanism_names
 from deniable.shared.mechanisms.sets import (
     Padding,
     SetMechanism,
@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 #: The kinds of question, in the order the docs list them.
-QUESTION_KINDS: tuple[str, ...] = ("choice", "multi", "number")
+QUESTION_KINDS: tuple[str, ...] = KINDS
 #: The id of the one question of a format 1 or 2 descriptor (a one-question survey).
 LEGACY_QUESTION_ID = "answer"
 #: The mechanism of a question in a central campaign: the device does not randomize.

@@ -57,7 +57,13 @@ from deniable.shared.ids import DEVICE_SECRET_BYTES, new_report_id
 from deniable.shared.keys import check_public_key, decode_key
 from deniable.shared.keys import load_private as _load_private
 from deniable.shared.keys import load_public as _load_public
-from deniable.shared.limits import SHUFFLE_MIN_BATCH_RANGE
+from deniable.shared.limits import (
+    PSEUDONYM_PATTERN,
+    REPORT_ID_PATTERN,
+    SHUFFLE_MIN_BATCH_RANGE,
+    SHUFFLER_URL_MAX_CHARS,
+    SLUG_MAX_CHARS,
+)
 from deniable.shared.messages import show
 from deniable.shared.sampling import RandBelow
 
@@ -89,10 +95,9 @@ DEDUP_LABEL = b"deniable/shuffle-dedup/v1"
 BATCH_SIGNATURE_LABEL = b"deniable/shuffled-batch/v1"
 
 _SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
-_HEX32 = re.compile(r"[0-9a-f]{32}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32 = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
+_HEX64 = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "ct"})
-_MAX_URL_CHARS = 2000
 
 T = TypeVar("T")
 
@@ -116,9 +121,9 @@ class ShufflerInfo:
     min_batch: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or not 1 <= len(self.url) <= _MAX_URL_CHARS:
+        if not isinstance(self.url, str) or not 1 <= len(self.url) <= SHUFFLER_URL_MAX_CHARS:
             raise InvalidConfig(
-                f"'shuffler.url' must be a URL of at most {_MAX_URL_CHARS} characters, got {show(self.url)}"
+                f"'shuffler.url' must be a URL of at most {SHUFFLER_URL_MAX_CHARS} characters, got {show(self.url)}"
             )
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
@@ -176,8 +181,8 @@ class ShufflerInfo:
 
 def _campaign_bytes(campaign_id: str) -> bytes:
     cid = campaign_id.encode("ascii")
-    if not 1 <= len(cid) <= 64:
-        raise InvalidParameter(f"'campaign_id' must be 1..64 ASCII characters, got {show(campaign_id)}")
+    if not 1 <= len(cid) <= SLUG_MAX_CHARS:
+        raise InvalidParameter(f"'campaign_id' must be 1..{SLUG_MAX_CHARS} ASCII characters, got {show(campaign_id)}")
     return len(cid).to_bytes(1, "big") + cid
 
 

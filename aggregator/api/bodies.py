@@ -26,6 +26,7 @@ from werkzeug.exceptions import BadRequest, HTTPException, UnsupportedMediaType
 
 from deniable.shared.canonical_json import parse_json
 from deniable.shared.errors import InvalidReport
+from deniable.shared.limits import MAX_QUERY_CHARS
 
 __all__ = [
     "install_query_check",
@@ -119,7 +120,7 @@ def json_object(what: str) -> dict[str, Any]:
     return body
 
 
-def query_str(name: str, *, default: str | None = None, max_length: int = 64) -> str | None:
+def query_str(name: str, *, default: str | None = None, max_length: int = MAX_QUERY_CHARS) -> str | None:
     """A query-string parameter, at most ``max_length`` characters."""
     raw = _arg(name)
     value = default if raw is None else raw
