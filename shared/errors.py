@@ -274,7 +274,11 @@ class BatchTooLarge(DeliveryError):
 
 
 class RateLimited(DeliveryError):
-    """A 429: ``retry_after`` is the number of seconds the aggregator asked the client to wait."""
+    """A 429 ``rate_limited``: ``retry_after`` is the number of seconds the aggregator asks the client to wait.
+
+    The one class of both sides: the aggregator raises it to refuse a batch past the address's ingestion
+    bucket (``aggregator/api/errors.py`` answers 429 with ``Retry-After``), the device client on receiving one.
+    """
 
     code = "rate_limited"
 

@@ -5,7 +5,8 @@
   and ``requested``; ``ReleaseRefused`` carries ``rule``, ``next_release_at`` and ``retry_after`` (also as the
   ``Retry-After`` header when the release becomes possible at a known time); ``TokenQuotaExceeded`` carries
   ``issued``, ``limit`` and ``requested``; ``StoreUnavailable`` (the database failed or is unreachable) is a
-  503 with ``Retry-After: 1``, logged as an ERROR.
+  503 with ``Retry-After: 1``, logged as an ERROR; ``RateLimited`` (a batch past the address's ingestion
+  bucket) is a 429 with its ``retry_after`` as ``Retry-After``.
 * werkzeug ``HTTPException`` s (400, 401, 403, 404, 405, 413, 415, ...) keep their status; the code is
   the snake-cased class name (``RequestEntityTooLarge`` → ``request_entity_too_large``).
 * Anything else is a bug: it is logged with its traceback (never the request body) and answered with a
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from typing import Any
 
@@ -33,6 +35,7 @@ from deniable.shared.errors import (
     InvalidReport,
     InvalidRequest,
     PermissionDenied,
+    RateLimited,
     ReleaseRefused,
     StoreUnavailable,
     TokenQuotaExceeded,
@@ -59,6 +62,7 @@ STATUS_OF: tuple[tuple[type[DeniableError], int], ...] = (
     (InvalidReport, 422),
     (CampaignKeyUnavailable, 503),
     (StoreUnavailable, 503),
+    (RateLimited, 429),
     (TransportError, 502),
     (DeniableError, 400),
 )
@@ -83,6 +87,8 @@ def _deniable_error(exc: DeniableError) -> tuple[Response, int]:
     response, status = error_response(status, exc.code, str(exc), **extra)
     if isinstance(exc, ReleaseRefused) and exc.retry_after is not None:
         response.headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, RateLimited):
+        response.headers["Retry-After"] = str(math.ceil(exc.retry_after))
     if isinstance(exc, StoreUnavailable):
         log.error("database unavailable: %s", exc)
         response.headers["Retry-After"] = "1"

@@ -5,22 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, request
-from werkzeug.exceptions import TooManyRequests
 
 from deniable.aggregator.api.bodies import json_body
 from deniable.aggregator.api.context import current_service
 from deniable.aggregator.front import ENVIRON_INGEST_LIMIT
+from deniable.shared.errors import RateLimited
 
 bp = Blueprint("reports", __name__, url_prefix="/api/v1/campaigns")
-
-
-class RateLimited(TooManyRequests):
-    """429 ``rate_limited``: the same code as the front's refusal of a request past the bucket."""
 
 
 def _spend_ingestion_tokens(body: Any) -> None:
     """Take one ingestion token per report beyond the one the front took for the request (429 if short).
 
+    The refusal is :class:`~deniable.shared.errors.RateLimited` (429 ``rate_limited`` with ``Retry-After``,
+    as the front's refusal of a request past the bucket, and the class the device client raises on it).
     Served by ``deniable serve`` the front puts its rate limiter for this client into the ASGI scope; an app
     run otherwise (a test client) has none and is not rate limited.
     """
