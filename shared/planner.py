@@ -40,7 +40,7 @@ from deniable.shared.mechanisms.mean import (
 )
 from deniable.shared.mechanisms.sets import choose_set_mechanism, set_mechanism_from_name
 
-__all__ = ["SPLITS", "DraftQuestion", "Plan", "PlanRow", "parse_question", "plan_survey"]
+__all__ = ["SPLITS", "DraftQuestion", "SurveyPlan", "SurveyPlanRow", "parse_question", "plan_survey"]
 
 #: The two ways a survey spends its ε.
 SPLITS: tuple[str, ...] = ("split", "sample")
@@ -107,7 +107,7 @@ class DraftQuestion:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanRow:
+class SurveyPlanRow:
     """One question under one split: the mechanism, the question's ε, respondents and predicted SE."""
 
     question: str
@@ -121,12 +121,12 @@ class PlanRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class SurveyPlan:
     """Every question under both splits, and the recommended split with its reason."""
 
     epsilon: float
     n: int
-    rows: tuple[PlanRow, ...]
+    rows: tuple[SurveyPlanRow, ...]
     recommended: str
     reason: str
     assumptions: dict[str, str]
@@ -148,7 +148,7 @@ class Plan:
 
 def plan_survey(
     questions: Sequence[DraftQuestion], *, epsilon: float, n: int, shares: Sequence[float] | None = None
-) -> Plan:
+) -> SurveyPlan:
     """Predicted SE of every question's estimate under both splits (see the module docstring)."""
     if not questions:
         raise InvalidParameter("a survey needs at least one question")
@@ -161,7 +161,7 @@ def plan_survey(
     weights = [1 / count] * count if shares is None else list(shares)
     if len(weights) != count or any(w <= 0 for w in weights) or not math.isclose(sum(weights), 1.0):
         raise InvalidParameter(f"'shares' must be {count} positive numbers summing to 1, got {shares!r}")
-    rows: list[PlanRow] = []
+    rows: list[SurveyPlanRow] = []
     inflation = {split: 0.0 for split in SPLITS}
     for question, weight in zip(questions, weights, strict=True):
         _, ideal, _ = question.unit_variance(epsilon)
@@ -172,13 +172,13 @@ def plan_survey(
                                                     ("sample", name_full, epsilon, n / count)):
             ratio = variances[split] / (ideal / n)
             inflation[split] += ratio / count
-            rows.append(PlanRow(question.id, question.kind, split, mechanism, eps, respondents,
+            rows.append(SurveyPlanRow(question.id, question.kind, split, mechanism, eps, respondents,
                                 math.sqrt(variances[split]), ratio))
     best = min(SPLITS, key=lambda s: inflation[s])
     other = next(s for s in SPLITS if s != best)
     reason = (f"mean variance inflation {inflation[best]:.2f}× under '{best}' against {inflation[other]:.2f}× under "
               f"'{other}' (1× = each question alone with the whole ε and all {n} respondents)")
-    return Plan(epsilon, n, tuple(rows), best, reason, {q.id: q.assumption for q in questions})
+    return SurveyPlan(epsilon, n, tuple(rows), best, reason, {q.id: q.assumption for q in questions})
 
 
 def parse_question(text: str) -> DraftQuestion:
