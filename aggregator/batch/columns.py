@@ -1,11 +1,14 @@
 """Randomized reports as typed Parquet columns, and back into the vectorized form a mechanism tallies.
 
-One codec per report shape, so that a partition is tallied by numpy without parsing JSON per row:
+One codec per report layout (the mechanism's ``report_layout``, :data:`deniable.shared.mechanisms.base.REPORT_LAYOUTS`),
+so that a partition is tallied by numpy without parsing JSON per row, and a new mechanism picks its codec
+by declaring its layout:
 
-* ``binary-rr``, ``grr``: column ``report`` (int64), the reported category;
-* ``oue``: column ``report`` (fixed-size binary of ⌈k/8⌉ bytes), the k-bit mask, bit v of the mask in bit
-  v mod 8 of byte ⌊v/8⌋ (little-endian bit order, as ``numpy.unpackbits(bitorder="little")`` reads it);
-* ``olh``: columns ``seed`` (uint64, the hash seed) and ``y`` (int64, the randomized bucket).
+* ``index`` (``binary-rr``, ``grr``): column ``report`` (int64), the reported category;
+* ``bitmask`` (``oue``): column ``report`` (fixed-size binary of ⌈k/8⌉ bytes), the k-bit mask, bit v of the
+  mask in bit v mod 8 of byte ⌊v/8⌋ (little-endian bit order, as ``numpy.unpackbits(bitorder="little")``
+  reads it);
+* ``seeded-bucket`` (``olh``): columns ``seed`` (uint64, the hash seed) and ``y`` (int64, the randomized bucket).
 
 :func:`to_simulated` rebuilds exactly the arrays ``mechanism.simulate`` returns, so the mechanism's own
 vectorized ``tally`` counts them: no support rule is written twice.
@@ -19,7 +22,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Mechanism, OLHReports
+from deniable.shared.mechanisms.base import REPORT_LAYOUTS, ReportLayout
 
 __all__ = ["arrow_fields", "to_columns", "to_simulated"]
 
@@ -28,11 +33,22 @@ def _mask_bytes(k: int) -> int:
     return (k + 7) // 8
 
 
+def _layout(mechanism: Mechanism[Any]) -> ReportLayout:
+    layout: ReportLayout | None = getattr(mechanism, "report_layout", None)
+    if layout is None or layout not in REPORT_LAYOUTS:
+        raise InvalidParameter(
+            f"mechanism {mechanism.name!r} declares no report_layout among {', '.join(REPORT_LAYOUTS)}: "
+            "its reports have no column form"
+        )
+    return layout
+
+
 def arrow_fields(mechanism: Mechanism[Any]) -> list[pa.Field]:
     """The Parquet fields that hold one report of ``mechanism``."""
-    if mechanism.name == "olh":
+    layout = _layout(mechanism)
+    if layout == "seeded-bucket":
         return [pa.field("seed", pa.uint64(), nullable=False), pa.field("y", pa.int64(), nullable=False)]
-    if mechanism.name == "oue":
+    if layout == "bitmask":
         return [pa.field("report", pa.binary(_mask_bytes(mechanism.k)), nullable=False)]
     return [pa.field("report", pa.int64(), nullable=False)]
 
@@ -40,12 +56,13 @@ def arrow_fields(mechanism: Mechanism[Any]) -> list[pa.Field]:
 def to_columns(mechanism: Mechanism[Any], reports: Sequence[Any]) -> dict[str, pa.Array]:
     """Decoded device reports (``mechanism.decode_report`` output) → the arrays of :func:`arrow_fields`."""
     fields = {f.name: f.type for f in arrow_fields(mechanism)}
-    if mechanism.name == "olh":
+    layout = _layout(mechanism)
+    if layout == "seeded-bucket":
         return {
             "seed": pa.array([r.seed for r in reports], type=fields["seed"]),
             "y": pa.array([r.y for r in reports], type=fields["y"]),
         }
-    if mechanism.name == "oue":
+    if layout == "bitmask":
         width = _mask_bytes(mechanism.k)
         return {"report": pa.array([int(r).to_bytes(width, "little") for r in reports], type=fields["report"])}
     return {"report": pa.array([int(r) for r in reports], type=fields["report"])}
@@ -53,10 +70,11 @@ def to_columns(mechanism: Mechanism[Any], reports: Sequence[Any]) -> dict[str, p
 
 def to_simulated(mechanism: Mechanism[Any], table: pa.Table) -> Any:
     """The columns of ``table`` as ``mechanism.simulate`` output, which ``mechanism.tally`` counts."""
-    if mechanism.name == "olh":
+    layout = _layout(mechanism)
+    if layout == "seeded-bucket":
         seeds = table.column("seed").to_numpy().astype(np.uint64, copy=False)
         return OLHReports(seeds, table.column("y").to_numpy().astype(np.int64, copy=False))
-    if mechanism.name == "oue":
+    if layout == "bitmask":
         width = _mask_bytes(mechanism.k)
         column = table.column("report").combine_chunks()
         raw = np.frombuffer(column.buffers()[1], dtype=np.uint8)

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
-    "TRADEOFF_MECHANISMS",
     "Claim",
     "ExactLaw",
     "TradeoffResult",
@@ -63,15 +62,6 @@ __all__ = [
     "tradeoff_curve",
 ]
 
-#: Mechanisms whose exact law on two neighbours the view knows.
-TRADEOFF_MECHANISMS: tuple[str, ...] = (
-    "binary-rr", "grr", "oue", "olh", "duchi", "piecewise", "hybrid", "bitvector", "padding",
-    "discrete-laplace", "laplace", "gaussian", "subsample",
-)  # fmt: skip
-
-#: The new question kinds: number (grid index, audited on the range's ends) and multi-select (worst pair).
-_NUMBER = ("duchi", "piecewise", "hybrid")
-_MULTI = ("bitvector", "padding")
 
 #: Most cuts of the ranked outputs the empirical curve is measured at (Bonferroni over them).
 _MAX_CUTS = 64
@@ -210,35 +200,36 @@ def exact_law(
     mechanism: str, *, epsilon: float, k: int = 2, delta: float = 1e-5, p: float = 0.1, radius: int | None = None,
     m: int = 2, steps: int = 8,
 ) -> ExactLaw:
-    """The exact law of a shipped mechanism on the audit's neighbours (see :data:`TRADEOFF_MECHANISMS`);
+    """The exact law of a mechanism on the audit's neighbours (any name of :func:`.audit.auditable`: the
+    registry's mechanisms of every kind, asked now, then the central noises and subsampling);
     central noise is tabulated on ±``radius`` (default :func:`law_radius`); ``m`` and ``steps`` shape the
     multi-select and number questions as in :func:`deniable.aggregator.tools.audit.audit`."""  # fmt: skip
     import numpy as np
 
     from deniable.shared.gaussian import calibrate_discrete_gaussian, discrete_gaussian_pmf
-    from deniable.shared.mechanisms import mechanism_from_name
+    from deniable.shared.mechanisms import MECHANISMS, mechanism_from_name
+    from deniable.shared.mechanisms.mean import MEAN_MECHANISMS
+    from deniable.shared.mechanisms.sets import SET_MECHANISMS
 
-    if mechanism in ("binary-rr", "grr", "oue", "olh"):
-        mech = mechanism_from_name(mechanism, epsilon=epsilon, k=2 if mechanism == "binary-rr" else k)
-        ps, qs = mech.p_star, mech.q_star
+    from .audit import auditable
+
+    if mechanism in MECHANISMS:  # the law of the support pattern, as the mechanism states it
+        mech = mechanism_from_name(mechanism, epsilon=epsilon, k=MECHANISMS[mechanism].fixed_k or k)
         codes = np.array([0, 1, 2, 3])  # 2·[0 ∈ S] + [1 ∈ S], as the audit codes support patterns
-        if mechanism in ("binary-rr", "grr"):  # one value reported: the two events exclude each other
-            p0 = np.array([1 - ps - qs, qs, ps, 0.0])
-        else:  # OUE bits and OLH hash matches are independent given the value
-            p0 = np.array([(1 - ps) * (1 - qs), (1 - ps) * qs, ps * (1 - qs), ps * qs])
+        p0 = np.array(mech.support_pattern_law())
         p1 = p0[[0, 2, 1, 3]]
         keep = (p0 + p1) > 0
         return ExactLaw(f"{mech.name}(k={mech.k})", codes[keep], p0[keep], p1[keep])
     if mechanism == "laplace":
         return lattice_laplace_law(epsilon)
-    if mechanism in _NUMBER:  # every report's exact probability at x = −1 and x = +1
+    if mechanism in MEAN_MECHANISMS:  # every report's exact probability at x = −1 and x = +1
         from deniable.shared.mechanisms.mean import mean_mechanism_from_name
 
         number = mean_mechanism_from_name(mechanism, epsilon=epsilon, steps=steps)
         p0 = np.array([float(x) for x in number.pmf(0)])
         p1 = np.array([float(x) for x in number.pmf(number.steps)])
         return ExactLaw(f"{number.name}(steps={steps})", np.arange(number.outputs), p0, p1)
-    if mechanism in _MULTI:  # every report's exact probability under the worst pair of answers
+    if mechanism in SET_MECHANISMS:  # every report's exact probability under the worst pair of answers
         from deniable.shared.mechanisms.sets import set_mechanism_from_name
 
         from .audit import worst_set_pair
@@ -271,7 +262,7 @@ def exact_law(
         p0 = np.concatenate([(1 - p) * counts, p * counts])
         p1 = np.concatenate([counts, np.zeros(others + 1)])
         return ExactLaw(f"subsample(p={p:g})", codes, p0, p1)
-    raise InvalidParameter(f"the trade-off view knows {', '.join(TRADEOFF_MECHANISMS)}, got {mechanism!r}")
+    raise InvalidParameter(f"the trade-off view knows {', '.join(auditable())}, got {mechanism!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -500,14 +491,21 @@ def audit_tradeoff(
     (``exact``: the product's exact samplers); the Gaussian and Example 3 (``subsample``) draw from their
     exact laws.
     """
-    from deniable.shared.mechanisms import mechanism_from_name
-    from deniable.shared.mechanisms.mean import mean_mechanism_from_name
-    from deniable.shared.mechanisms.sets import set_mechanism_from_name
+    from deniable.shared.mechanisms import MECHANISMS, mechanism_from_name
+    from deniable.shared.mechanisms.mean import MEAN_MECHANISMS, mean_mechanism_from_name
+    from deniable.shared.mechanisms.sets import SET_MECHANISMS, set_mechanism_from_name
 
-    from .audit import central_neighbours, local_neighbours, number_neighbours, set_neighbours, subsample_neighbours
+    from .audit import (
+        auditable,
+        central_neighbours,
+        local_neighbours,
+        number_neighbours,
+        set_neighbours,
+        subsample_neighbours,
+    )
 
-    if mechanism not in TRADEOFF_MECHANISMS:
-        raise InvalidParameter(f"'mechanism' must be one of {', '.join(TRADEOFF_MECHANISMS)}, got {mechanism!r}")
+    if mechanism not in auditable():
+        raise InvalidParameter(f"'mechanism' must be one of {', '.join(auditable())}, got {mechanism!r}")
     runs_at = epsilon if spend is None else spend
     gaussian_delta = delta if delta > 0 else 1e-5
     radius = None
@@ -516,13 +514,13 @@ def audit_tradeoff(
     shape = {"k": k, "delta": gaussian_delta, "p": p, "radius": radius, "m": m, "steps": steps}
     law = exact_law(mechanism, epsilon=runs_at, **shape)  # type: ignore[arg-type]
     ranking = exact_law(mechanism, epsilon=epsilon, **shape)  # type: ignore[arg-type]
-    if mechanism in ("binary-rr", "grr", "oue", "olh"):
-        size = 2 if mechanism == "binary-rr" else k
+    if mechanism in MECHANISMS:
+        size = MECHANISMS[mechanism].fixed_k or k
         sampler = local_neighbours(mechanism_from_name(mechanism, epsilon=runs_at, k=size), exact=exact).sample
-    elif mechanism in _NUMBER:
+    elif mechanism in MEAN_MECHANISMS:
         number = mean_mechanism_from_name(mechanism, epsilon=runs_at, steps=steps)
         sampler = number_neighbours(number, exact=exact).sample
-    elif mechanism in _MULTI:
+    elif mechanism in SET_MECHANISMS:
         sets = set_mechanism_from_name(mechanism, epsilon=runs_at, k=k, m=m)
         sampler = set_neighbours(sets, exact=exact).sample
     elif mechanism == "discrete-laplace":

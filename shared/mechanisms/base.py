@@ -26,7 +26,17 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["MAX_EPSILON", "MAX_K", "MIN_EPSILON", "Mechanism", "Report", "check_epsilon", "check_k"]
+__all__ = [
+    "MAX_EPSILON",
+    "MAX_K",
+    "MIN_EPSILON",
+    "REPORT_LAYOUTS",
+    "Mechanism",
+    "Report",
+    "ReportLayout",
+    "check_epsilon",
+    "check_k",
+]
 
 #: The type of one device report of a mechanism (``int`` for GRR and OUE's bitmask, ``OLHReport``...).
 Report = TypeVar("Report")
@@ -35,6 +45,9 @@ Report = TypeVar("Report")
 MIN_EPSILON, MAX_EPSILON = MECHANISM_EPSILON
 #: Largest domain size (bounded by the OLH hash's prime 2^31 − 1 and by unary reports' size).
 MAX_K = 1 << 20
+#: The column layouts of a report (:attr:`Mechanism.report_layout`).
+ReportLayout = Literal["index", "bitmask", "seeded-bucket"]
+REPORT_LAYOUTS: tuple[ReportLayout, ...] = ("index", "bitmask", "seeded-bucket")
 
 
 def check_epsilon(epsilon: object) -> float:
@@ -73,6 +86,12 @@ class Mechanism(ABC, Generic[Report]):
     fixed_k: ClassVar[int | None] = None
     #: Each public parameter of :meth:`public_params` with the rule that fixes it (for messages and docs).
     param_rules: ClassVar[dict[str, str]] = {}
+    #: How a decoded report is laid out in typed columns (the batch pipeline's Parquet files,
+    #: ``aggregator/batch/columns.py``), one of :data:`REPORT_LAYOUTS`: ``"index"``, one category index (an
+    #: ``int``; :meth:`simulate` returns an integer array); ``"bitmask"``, a k-bit mask (an ``int``; simulate
+    #: returns an n × k boolean matrix); ``"seeded-bucket"``, a 64-bit hash seed and a bucket (``.seed``, ``.y``;
+    #: simulate returns ``OLHReports``).
+    report_layout: ClassVar[ReportLayout]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))

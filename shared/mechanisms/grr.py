@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidParameter, InvalidReport
 from ..sampling import RandBelow, randomized_response
-from .base import Mechanism
+from .base import Mechanism, ReportLayout
 from .estimate import Tally
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ class GRR(Mechanism[int]):
     name: ClassVar[str] = "grr"
     wire_type: ClassVar[type] = int
     wire_description: ClassVar[str] = "integer"
+    report_layout: ClassVar[ReportLayout] = "index"
 
     @property
     def p_star(self) -> float:

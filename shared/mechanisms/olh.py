@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from ..errors import InvalidReport
 from ..sampling import RandBelow, randomized_response
-from .base import Mechanism
+from .base import Mechanism, ReportLayout
 from .estimate import Tally
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class OLH(Mechanism[OLHReport]):
     name: ClassVar[str] = "olh"
     wire_type: ClassVar[type] = dict
     wire_description: ClassVar[str] = "object"
+    report_layout: ClassVar[ReportLayout] = "seeded-bucket"
     param_rules: ClassVar[dict[str, str]] = {"g": "round(e^epsilon) + 1"}
 
     @property

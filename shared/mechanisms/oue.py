@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import InvalidReport
 from ..sampling import RandBelow, unary_bits
-from .base import Mechanism
+from .base import Mechanism, ReportLayout
 from .estimate import Tally
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ class OUE(Mechanism[int]):
     name: ClassVar[str] = "oue"
     wire_type: ClassVar[type] = str
     wire_description: ClassVar[str] = "string of hex digits"
+    report_layout: ClassVar[ReportLayout] = "bitmask"
 
     @property
     def p_star(self) -> float:

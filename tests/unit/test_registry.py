@@ -1,5 +1,6 @@
 """A mechanism knows itself: a throwaway mechanism, defined here and nowhere else, is registered once and then
-runs through the generic descriptor, payload, ingest, estimate, OpenAPI and audit paths like the shipped ones.
+runs through the generic descriptor, payload, ingest, estimate, batch export and recount, OpenAPI, audit and
+privacy-loss (trade-off) paths like the shipped ones.
 
 ``ShiftRR`` is k-ary randomized response whose wire report is a JSON *string*: the category index plus a
 public ``shift`` (= k + 7, a public parameter the descriptor pins, as OLH pins g). Nothing outside this file
@@ -12,6 +13,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from numbers import Integral
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,12 +23,15 @@ from support.reports import device_reports, seal_reports
 
 from deniable.aggregator.api.app import create_app
 from deniable.aggregator.openapi_document import document
+from deniable.aggregator.store import Store
 from deniable.aggregator.tools.audit import audit, auditable
+from deniable.aggregator.tools.tradeoff import audit_tradeoff, exact_law
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.keys import generate_keypair
 from deniable.shared.mechanisms import (
     MECHANISMS,
+    OLH,
     REGISTRY,
     Mechanism,
     Tally,
@@ -36,6 +41,7 @@ from deniable.shared.mechanisms import (
     register,
     unregister,
 )
+from deniable.shared.mechanisms.base import ReportLayout
 from deniable.shared.sampling import RandBelow, randomized_response
 
 ADMIN = {"Authorization": "Bearer " + "a" * 40}
@@ -50,6 +56,7 @@ class ShiftRR(Mechanism[int]):
     wire_type: ClassVar[type] = str
     wire_description: ClassVar[str] = "string of decimal digits"
     param_rules: ClassVar[dict[str, str]] = {"shift": "k + 7"}
+    report_layout: ClassVar[ReportLayout] = "index"  # decoded, a report is the category index
 
     def public_params(self) -> dict[str, int]:
         return {"shift": self.k + 7}
@@ -96,6 +103,10 @@ class ShiftRR(Mechanism[int]):
 
     def split_simulated(self, simulated: Any) -> list[int]:
         return [int(y) for y in np.asarray(simulated).tolist()]
+
+    def support_pattern_law(self) -> tuple[float, float, float, float]:
+        p, q = self.p_star, self.q_star  # one category per report: 0 ∈ S and 1 ∈ S exclude each other
+        return (1 - p - q, q, p, 0.0)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -162,13 +173,17 @@ def test_payload_make_decode_and_refuse_the_wrong_json_type(name: str) -> None:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Flask:
     data_dir = tmp_path_factory.mktemp("registry")
-    return create_app({"DATA_DIR": str(data_dir), "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
+    app = create_app({"DATA_DIR": str(data_dir), "ADMIN_TOKEN": "a" * 40, "ANALYST_TOKEN": "b" * 40})
+    app.config["TEST_DATA_DIR"] = data_dir
+    return app
 
 
 @pytest.mark.parametrize("name", names())
-def test_ingest_and_estimate_through_the_service(app: Flask, name: str) -> None:
+def test_ingest_estimate_export_and_recount_through_the_service(app: Flask, name: str, tmp_path: Path) -> None:
     """Create a campaign with the mechanism, post simulated devices' sealed reports, read the estimate:
-    every count within 5 standard errors of the truth (fixed seed)."""
+    every count within 5 standard errors of the truth (fixed seed); then export the stored reports to
+    Parquet columns (the mechanism's ``report_layout``) and recount them with the batch kernel: the tally
+    of the reports sent, exactly."""
     http = app.test_client()
     k = k_for(name)
     cid = f"reg-{name}"
@@ -189,11 +204,66 @@ def test_ingest_and_estimate_through_the_service(app: Flask, name: str) -> None:
     for row, true in zip(estimate["categories"], truth, strict=True):
         assert abs(row["count"] - true) <= 5 * row["stderr"], (row, true)
 
+    pq = pytest.importorskip("pyarrow.parquet")
+    from deniable.aggregator.batch.export import export_campaign
+    from deniable.aggregator.batch.kernel import Plan, tally_table
+
+    summary = export_campaign(Store(app.config["TEST_DATA_DIR"] / "deniable.sqlite3"), cid, tmp_path / "out",
+                              rows_per_file=250)  # fmt: skip
+    plan = Plan(descriptor=config.to_json(), check=False)
+    parts = [tally_table(pq.read_table(tmp_path / "out" / f), plan)["cells"][()] for f in summary.files]
+    assert len(parts) == 3 and sum(parts, Tally.zero(k)) == mechanism.tally(reports)
+
+
+@dataclass(frozen=True)
+class RenamedOLH(OLH):
+    """OLH under another wire name: the batch columns must follow its layout, not its name."""
+
+    name: ClassVar[str] = "test-renamed-olh"
+
+
+def test_batch_columns_follow_the_declared_layout_not_the_name() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from deniable.aggregator.batch.columns import arrow_fields, to_columns, to_simulated
+
+    register(RenamedOLH)
+    try:
+        mechanism = mechanism_from_name(RenamedOLH.name, epsilon=2.0, k=6)
+        rng = np.random.default_rng(4)
+        reports = device_reports(mechanism, mechanism.simulate(rng.integers(0, 6, size=300), rng=rng))
+        assert [f.name for f in arrow_fields(mechanism)] == ["seed", "y"]
+        table = pa.table(to_columns(mechanism, reports), schema=pa.schema(arrow_fields(mechanism)))
+        assert mechanism.tally(to_simulated(mechanism, table)) == mechanism.tally(reports)
+    finally:
+        unregister(RenamedOLH.name)
+
 
 def test_the_openapi_document_names_it() -> None:
     schemas = document()["components"]["schemas"]
     assert ShiftRR.name in schemas["CampaignCreate"]["properties"]["mechanism"]["enum"]
     assert ShiftRR.name in schemas["CampaignConfig"]["properties"]["mechanism"]["enum"]
+
+
+@pytest.mark.parametrize("name", names())
+def test_the_support_pattern_law_is_the_law_of_its_reports(name: str) -> None:
+    """The law of (0 ∈ S, 1 ∈ S) each mechanism states (the privacy-loss view's exact law) is the law of its
+    simulated reports: each code's frequency within 5 standard errors (n = 200,000, fixed seed)."""
+    k = k_for(name)
+    mechanism = mechanism_from_name(name, epsilon=1.0, k=k)
+    n = 200_000
+    codes = mechanism.support_pattern(mechanism.simulate(np.zeros(n, dtype=np.int64), rng=np.random.default_rng(5)))
+    law = np.array(mechanism.support_pattern_law())
+    assert law.sum() == pytest.approx(1.0) and np.all(law >= 0)
+    frequency = np.bincount(codes, minlength=4) / n
+    assert np.all(np.abs(frequency - law) <= 5 * np.sqrt(law * (1 - law) / n)), (frequency, law)
+    assert np.array_equal(exact_law(name, epsilon=1.0, k=k).p0, law[law + law[[0, 2, 1, 3]] > 0])
+
+
+def test_the_privacy_loss_view_runs_on_it() -> None:
+    """Its exact law comes from the class: it holds its claim, and spending twice the claim is caught."""
+    held = audit_tradeoff(ShiftRR.name, epsilon=1.0, k=4, trials=100_000, seed=7)
+    assert not held.refuted and 0.95 < held.epsilon_lower_bound <= 1.0, held.summary()
+    assert audit_tradeoff(ShiftRR.name, epsilon=1.0, spend=2.0, k=4, trials=100_000, seed=8).refuted
 
 
 @pytest.mark.parametrize("name", ["grr", ShiftRR.name])
