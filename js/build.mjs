@@ -1,10 +1,13 @@
 // Bundle the browser client and the survey page's start-up (src/page.js) into minified ES modules in
-// aggregator/api/static/: survey.js (what every page loads) and survey-extra.js (the survey question
-// kinds of descriptor format 3 and their form, and the shuffled campaigns' layers, src/extra.js, imported only when a descriptor
-// needs it: the dynamic imports of ./questions.js, ./survey-form.js and ./shuffle.js become ./survey-extra.js). The aggregator
-// serves them under /survey/static/. The built files are committed (nothing is built at run time);
-// `make js-bundle` rebuilds them, and test/bundle.test.js fails when they are stale.
-// `node build.mjs --check` only compares.
+// aggregator/api/static/: survey.js (what every page loads), survey-extra.js (src/extra.js: the survey
+// question kinds of descriptor format 3 and their form, the shuffled campaigns' layers and rules, central
+// campaigns' rules, the rounds of recurring surveys and admission tokens) and survey-compat.js
+// (src/compat.js: pure-JS X25519 and Ed25519 for browsers whose WebCrypto lacks them). The dynamic imports
+// of ./questions.js, ./survey-form.js, ./shuffle.js, ./central.js, ./recurring.js and ./tokens.js become
+// ./survey-extra.js, that of ./compat.js ./survey-compat.js: each is fetched only when a descriptor (or
+// the browser) needs it. The aggregator serves them under /survey/static/. The built files are committed
+// (nothing is built at run time); `make js-bundle` rebuilds them, and test/bundle.test.js fails when they
+// are stale. `node build.mjs --check` only compares.
 import { readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import * as esbuild from 'esbuild';
@@ -17,12 +20,15 @@ export async function bundle() {
   const extra = {
     name: 'survey-extra',
     setup(build) {
-      build.onResolve({ filter: /\/(questions|survey-form|shuffle)\.js$/ }, (args) => (
-        args.kind === 'dynamic-import' ? { path: './survey-extra.js', external: true } : undefined));
+      build.onResolve({ filter: /\/(questions|survey-form|shuffle|recurring|tokens|central|compat)\.js$/ }, (args) => {
+        if (args.kind !== 'dynamic-import') return undefined;
+        return { path: args.path.endsWith('/compat.js') ? './survey-compat.js' : './survey-extra.js', external: true };
+      });
     },
   };
   const files = {};
-  for (const [name, entry, plugins] of [['survey.js', './src/page.js', [extra]], ['survey-extra.js', './src/extra.js', []]]) {
+  const entries = [['survey.js', './src/page.js', [extra]], ['survey-extra.js', './src/extra.js', [extra]], ['survey-compat.js', './src/compat.js', []]];
+  for (const [name, entry, plugins] of entries) {
     const result = await esbuild.build({
       entryPoints: [new URL(entry, import.meta.url).pathname], bundle: true, format: 'esm', minify: true,
       target: 'es2022', legalComments: 'none', write: false, outfile: name, plugins, banner: { js: BANNER },
@@ -35,7 +41,7 @@ export async function bundle() {
 /** The built files now in the static folder. */
 export function committed() {
   const files = {};
-  for (const name of readdirSync(STATIC)) if (/^survey(-chunk-[A-Z0-9]+|-extra)?\.js$/.test(name)) files[name] = readFileSync(new URL(name, STATIC));
+  for (const name of readdirSync(STATIC)) if (/^survey(-chunk-[A-Z0-9]+|-extra|-compat)?\.js$/.test(name)) files[name] = readFileSync(new URL(name, STATIC));
   return files;
 }
 

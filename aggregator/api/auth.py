@@ -70,6 +70,7 @@ SESSION_ACCESS: dict[str, str] = {
     "survey.page": PUBLIC,
     "survey.script": PUBLIC,
     "survey.extra": PUBLIC,
+    "survey.compat": PUBLIC,
     "survey.stylesheet": PUBLIC,
 }
 

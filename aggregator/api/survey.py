@@ -12,7 +12,10 @@ Routes (all public, listed in :data:`deniable.aggregator.api.auth.SESSION_ACCESS
 * ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign);
 * ``GET /survey/static/survey.js``: the bundle (an ES module: the package's exports and the page's
   start-up); ``GET /survey/static/survey-extra.js``: the question kinds of surveys (descriptor format 3),
-  which survey.js imports only for a survey; ``GET /survey/static/survey.css``: the stylesheet.
+  the rules of shuffled and central campaigns, rounds of recurring surveys and admission tokens, which
+  survey.js imports only when the descriptor needs them (the page preloads it for such a campaign);
+  ``GET /survey/static/survey-compat.js``: pure-JS X25519 and Ed25519, imported only by a browser whose
+  WebCrypto lacks them; ``GET /survey/static/survey.css``: the stylesheet.
 
 Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only (no
 inline script, no ``eval``), ``connect-src 'self'`` (the page talks to this aggregator only; for a shuffled
@@ -72,6 +75,12 @@ def extra() -> Response:
     return _static("survey-extra.js", "text/javascript")
 
 
+@bp.get("/static/survey-compat.js")
+def compat() -> Response:
+    """The third part of the bundle: pure-JS X25519 and Ed25519, loaded only where WebCrypto lacks them."""
+    return _static("survey-compat.js", "text/javascript")
+
+
 @bp.get("/static/survey.css")
 def stylesheet() -> Response:
     """The survey page's stylesheet."""
@@ -87,7 +96,9 @@ def page(campaign_id: str) -> Response:
         response = make_response(render_template("survey/missing.html", campaign_id=campaign_id))
         response.status_code = 404
         return response
-    response = make_response(render_template("survey/page.html", config=config))
+    # the bundle's second file, preloaded beside the first when this descriptor will import it
+    extra = config.is_survey or config.trust_model != "local" or config.admission is not None
+    response = make_response(render_template("survey/page.html", config=config, extra=extra))
     if config.shuffler is not None:  # a shuffled campaign's reports go to its shuffler, and only there
         origin = urllib.parse.urlsplit(config.shuffler.url)
         allowed = f"{origin.scheme}://{origin.netloc}"

@@ -1,4 +1,5 @@
-/** Byte helpers over WebCrypto: strict base64url (docs/wire-format.md §1), hex, UTF-8, SHA-256, HMAC. */
+/** Byte helpers: strict base64url (docs/wire-format.md §1), hex, UTF-8, SHA-256, HMAC. */
+import { hmac, sha256 as nobleSha256 } from '@hpke/common';
 
 export const utf8 = (text) => new TextEncoder().encode(text);
 
@@ -60,16 +61,12 @@ export function b64urlDecode(text) {
   return out;
 }
 
-export async function sha256(data) {
-  return new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', data));
-}
+// SHA-256 and HMAC-SHA256 run synchronously in JavaScript (noble's, already in the bundle through
+// @hpke/common): an answer makes some forty of them, and each WebCrypto call is an asynchronous round trip
+// to another thread that costs more than the hash of a few hundred bytes.
+export const sha256 = (data) => nobleSha256(data);
 
-export async function hmacSha256(key, data) {
-  const cryptoKey = await globalThis.crypto.subtle.importKey(
-    'raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign'],
-  );
-  return new Uint8Array(await globalThis.crypto.subtle.sign('HMAC', cryptoKey, data));
-}
+export const hmacSha256 = (key, data) => hmac(nobleSha256, key, data);
 
 /** `n` bytes from the CSPRNG. */
 export const randomBytes = (n) => globalThis.crypto.getRandomValues(new Uint8Array(n));

@@ -27,12 +27,12 @@ import { canonicalJson } from './canonical.js';
 import { sha256, toHex } from './bytes.js';
 import { seal } from './envelope.js';
 import {
-  AccessDenied, AdmissionTokenRequired, AggregatorUnavailable, AnswerChanged, BatchRefused, BatchTooLarge,
+  AccessDenied, AggregatorUnavailable, AnswerChanged, BatchRefused, BatchTooLarge,
   BudgetExceeded, CampaignClosed, CampaignNotFound, DeviceStateError, InvalidConfig, InvalidParameter,
   MalformedReply, RateLimited, RedirectRefused, TransportError, UnknownCampaign, pyRepr,
 } from './errors.js';
 import { parseJson } from './json.js';
-import { answerTag, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
+import { answerTag, drawnQuestion, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
 import { add, exactFraction, frac, lt, sub } from './rational.js';
 import { DeviceStore } from './store.js';
 import { checkRound } from './descriptor.js';
@@ -151,11 +151,15 @@ export class Client {
   #fetch;
   #configs = new Map();
   #lockName;
+  #texts = new Map(); // campaign id → the descriptor text its validated, pinned config in #configs came from
+  #early = null; // [campaign id, the outcome of its descriptor GET started by open({prefetch})]
 
   /**
    * `await Client.open({aggregatorUrl, dbName, maxEpsilonPerCampaign = 4, lifetimeBudget = 10,
    * allowCentral = false, outboxMaxAge, retry, fetch, indexedDB, timeout})`. `aggregatorUrl` defaults to the
    * page's origin; `fetch`/`indexedDB` default to the browser's (tests pass Node's and fake-indexeddb).
+   * `prefetch` (a campaign id) starts that descriptor's GET while the database opens; the next
+   * `campaign(id)` validates and pins its answer (the survey page's start-up: one round trip less to wait).
    * `secret` (32 bytes) is the device secret of a NEW database, for simulated fleets and seeded tests only:
    * a real device lets the client draw its secret from the CSPRNG (an existing secret is never replaced).
    */
@@ -177,6 +181,10 @@ export class Client {
     client.timeout = options.timeout ?? 10;
     client.batchSize = options.batchSize ?? MAX_BATCH;
     client.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    if (options.prefetch != null) { // the descriptor's GET runs while IndexedDB opens (the page's start-up)
+      const id = String(options.prefetch);
+      client.#early = [id, client.#fetchConfig(id).then((config) => ({ config }), (error) => ({ error }))];
+    }
     const dbName = options.dbName ?? 'deniable';
     client.#lockName = `deniable:${dbName}`;
     client.#store = await DeviceStore.open(dbName, options.indexedDB ?? globalThis.indexedDB);
@@ -230,7 +238,7 @@ export class Client {
     } catch (error) {
       throw new TransportError(`the aggregator's answer to ${method} ${path} broke off: ${error?.message ?? error}`);
     }
-    const result = { status: response.type === 'opaqueredirect' ? 0 : response.status, headers: response.headers, body: null, contentError: null };
+    const result = { status: response.type === 'opaqueredirect' ? 0 : response.status, headers: response.headers, body: null, contentError: null, text };
     if (text) {
       try {
         result.body = parseJson(text);
@@ -261,7 +269,10 @@ export class Client {
       throw new TransportError(`the aggregator answered ${status} for the config of ${pyRepr(campaignId)} (${errorMessage(response)}); nothing was spent or queued, try again later`);
     }
     if (status !== 200) throw new InvalidConfig(`the aggregator answered ${status} for the config of ${pyRepr(campaignId)}: ${errorMessage(response)}`);
+    const known = this.#configs.get(campaignId);
+    if (known && this.#texts.get(campaignId) === response.text) return known; // the very bytes validated before
     const config = await Campaign.fromJson(response.body);
+    this.#texts.set(campaignId, response.text);
     if (config.id !== campaignId) {
       throw new InvalidConfig(
         `asked for the config of campaign ${pyRepr(campaignId)} but the aggregator answered one for ${pyRepr(config.id)}; refusing it (a misrouted or tampered answer)`,
@@ -295,7 +306,7 @@ export class Client {
       const found = await t.get('pins', config.id);
       if (!found) await t.put('pins', config.id, { fingerprint: config.fingerprint, summary });
       return found;
-    });
+    }, 'relaxed');
     if (!pinned || pinned.fingerprint === config.fingerprint) return;
     const short = (v) => {
       const text = JSON.stringify(v) ?? 'null';
@@ -315,13 +326,19 @@ export class Client {
   /** The validated, pinned descriptor of `campaignId` (`resolve_config`); `CampaignClosed` if closed. */
   async campaign(campaignId) {
     let config;
+    const early = this.#early?.[0] === campaignId ? this.#early[1] : null;
+    this.#early = null;
     try {
-      config = await this.#fetchConfig(campaignId);
+      if (early) {
+        const outcome = await early;
+        if (outcome.error) throw outcome.error;
+        config = outcome.config;
+      } else config = await this.#fetchConfig(campaignId);
     } catch (error) {
       if (!(error instanceof TransportError) || !this.#configs.has(campaignId)) throw error;
       config = this.#configs.get(campaignId);
     }
-    await this.#checkPin(config);
+    if (this.#configs.get(campaignId) !== config) await this.#checkPin(config); // checked once per config
     this.#configs.set(campaignId, config);
     if (config.status === 'closed') throw new CampaignClosed(`campaign ${pyRepr(campaignId)} is closed; it accepts no more reports`);
     return config;
@@ -402,21 +419,12 @@ export class Client {
         `ε=${config.epsilon} per release and ε=${config.budget} in total. Pass allowCentral: true only if the user agreed to trust that curator`,
       );
     }
-    if (config.admission !== null) {
-      throw new AdmissionTokenRequired(
-        `campaign ${pyRepr(config.id)} accepts a report only with an admission token, and this browser client cannot obtain admission tokens; answer it with the Python client (deniable.client); nothing was spent`,
-      );
-    }
-    if (config.recurring && config.isSurvey) {
-      throw new InvalidConfig(
-        `campaign ${pyRepr(config.id)} is a recurring survey, which this browser client does not answer yet (its permanent responses per question); answer it with the Python client (deniable.client); nothing was spent`,
-      );
-    }
     if (config.recurring) {
       if (round === null) {
         throw new InvalidParameter(`campaign ${pyRepr(config.id)} is recurring and collects in rounds: pass round: '<label>' (e.g. '2026-11-29'), the round this answer belongs to`);
       }
-      return withLock(this.#lockName, () => this.#answerRound(config, index, groups, checkRound(round, InvalidParameter), reanswer));
+      const answerRound = config.isSurvey ? this.#answerSurveyRound : this.#answerRound;
+      return withLock(this.#lockName, () => answerRound.call(this, config, index, groups, checkRound(round, InvalidParameter), reanswer));
     }
     if (round !== null) {
       throw new InvalidParameter(`campaign ${pyRepr(config.id)} is not recurring: it counts one answer per device, so leave round null`);
@@ -442,20 +450,15 @@ export class Client {
       return receipt(row.campaign_id, row.report_id, 0, true, false, row.trust_model, queued);
     }
     if (current && (!reanswer || current.status === 'delivered')) throw changed(config, current.row.created, cost, current.status);
-    let reportId;
-    let payload;
-    if (config.isSurvey) {
-      const answer = await surveyOneShot(config, secret, index);
-      reportId = answer.reportId;
-      payload = config.makeSurveyPayload(answer.reports, checked);
-    } else {
-      const answer = await oneShotAnswer(config, secret, index);
-      reportId = answer.reportId;
-      payload = config.makePayload(answer.report, checked);
-    }
-    const envelope = JSON.stringify(await seal(payload, { campaign: config, secret, reportId }));
+    const answer = await (config.isSurvey ? surveyOneShot : oneShotAnswer)(config, secret, index);
+    const { reportId } = answer;
+    // a re-answer back to a value answered before reuses that paid report; a new one checks the budget
+    const token = await this.#pickToken(config, async (t) => (await t.get('reports', reportId)) || this.#checkBudget(t, config, cost));
+    const payload = config.isSurvey ? config.makeSurveyPayload(answer.reports, checked, null, token) : config.makePayload(answer.report, checked, null, token);
+    const envelope = JSON.stringify(await seal(payload, { campaign: config, secret, reportId, token }));
     return this.#store.tx('readwrite', async (t) => {
       if (current) await t.delete('outbox', current.row.report_id);
+      if (token) await t.delete('tokens', token);
       const paid = await t.get('reports', reportId);
       if (paid) {
         await t.put('reports', reportId, { ...paid, envelope, answer_tag: tag, created: now() });
@@ -474,23 +477,17 @@ export class Client {
     const { reportId: answerId, report } = await permanentResponse(config, secret, index);
     const checked = config.checkGroups(groups);
     const key = `${config.id}\u0000${round}`;
-    const given = await this.#store.tx('readonly', async (t) => {
-      const row = await t.get('rounds', key);
-      return row && { row, status: await Client.#status(t, row.report_id) };
-    });
-    if (given && given.row.answer_id === answerId) {
-      const queued = given.status !== 'rejected';
-      if (queued) await this.#store.tx('readwrite', (t) => Client.#enqueue(t, given.row.report_id, config.id, given.row.envelope));
-      return receipt(config.id, given.row.report_id, 0, true, true, config.trustModel, queued, round);
-    }
-    if (given && (!reanswer || given.status === 'delivered')) throw changed(config, given.row.created, this.#cost(config), given.status, round);
+    const given = await this.#givenRound(config, key, answerId, reanswer, round);
+    if (given?.receipt) return given.receipt;
     const reportId = await roundReportId(secret, config.id, index, round);
-    const envelope = JSON.stringify(await seal(config.makePayload(report, checked, round), { campaign: config, secret, reportId }));
+    const token = await this.#pickToken(config, async (t) => (await t.get('reports', answerId)) || this.#checkBudget(t, config, this.#cost(config)));
+    const envelope = JSON.stringify(await seal(config.makePayload(report, checked, round, token), { campaign: config, secret, reportId, token }));
     return this.#store.tx('readwrite', async (t) => {
       if (given) {
         await t.delete('outbox', given.row.report_id);
         await t.delete('rounds', key);
       }
+      if (token) await t.delete('tokens', token);
       const paid = Boolean(await t.get('reports', answerId));
       const cost = paid ? frac(0n) : this.#cost(config);
       if (!paid) {
@@ -501,6 +498,67 @@ export class Client {
       await Client.#enqueue(t, reportId, config.id, envelope);
       return receipt(config.id, reportId, fmtEps(cost), false, true, config.trustModel, true, round);
     });
+  }
+
+  /**
+   * The round `key` answered before: `{receipt}` when with the same `answerId` (queued again unless
+   * rejected), `{row}` when another answer may be replaced (reanswer, not delivered), else null;
+   * `AnswerChanged` when another answer stands (Python's `_given_round`).
+   */
+  async #givenRound(config, key, answerId, reanswer, round) {
+    const given = await this.#store.tx('readonly', async (t) => {
+      const row = await t.get('rounds', key);
+      return row && { row, status: await Client.#status(t, row.report_id) };
+    });
+    if (given && given.row.answer_id === answerId) {
+      const queued = given.status !== 'rejected';
+      if (queued) await this.#store.tx('readwrite', (t) => Client.#enqueue(t, given.row.report_id, config.id, given.row.envelope));
+      return { receipt: receipt(config.id, given.row.report_id, 0, true, true, config.trustModel, queued, round) };
+    }
+    if (given && (!reanswer || given.status === 'delivered')) throw changed(config, given.row.created, this.#cost(config), given.status, round);
+    return given;
+  }
+
+  /** One round's answer to a recurring survey: recurring.js `answerSurveyRound` (the bundle's second file). */
+  async #answerSurveyRound(config, answers, groups, round, reanswer) {
+    return (await import('./recurring.js')).answerSurveyRound(this.#inner(), config, answers, groups, round, reanswer);
+  }
+
+  /** What the code of the bundle's second file (recurring surveys, admission tokens) works with. */
+  #inner() {
+    return {
+      store: this.#store, secret: this.secretBytes, campaign: (id) => this.campaign(id), tokens: (id) => this.tokens(id),
+      checkBudget: (t, config, cost) => this.#checkBudget(t, config, cost), givenRound: (...a) => this.#givenRound(...a),
+      pickToken: (...a) => this.#pickToken(...a), recordSpend: Client.#recordSpend, enqueue: Client.#enqueue, receipt, seal, now,
+    };
+  }
+
+  /** The token to spend on a new report (tokens.js `pickToken`; null for a campaign without admission). */
+  async #pickToken(config, check) {
+    return config.admission === null ? null : (await import('./tokens.js')).pickToken(this.#inner(), config, check);
+  }
+
+  /** `count` blinded admission-token requests for the campaign (`request_tokens`): forward `batch.requests`
+   * to the app's backend, then pass its answer to `addTokens`. */
+  async requestTokens(campaignId, count) {
+    return (await import('./tokens.js')).TokenBatch.create(await this.campaign(campaignId), count);
+  }
+
+  /** Unblind and verify the issuer's `responses` to `batch`, store the tokens; resolves with how many of
+   * the campaign the device holds (`add_tokens`). `InvalidParameter` (nothing stored) if one does not verify. */
+  async addTokens(batch, responses) {
+    return (await import('./tokens.js')).addTokens(this.#inner(), batch, responses);
+  }
+
+  /** `requestTokens`, `await issue(requests)` (the app's call to its backend), `addTokens`. */
+  async obtainTokens(campaignId, count, issue) {
+    const batch = await this.requestTokens(campaignId, count);
+    return this.addTokens(batch, await issue(batch.requests));
+  }
+
+  /** How many unspent admission tokens of the campaign the device holds. */
+  async tokens(campaignId) {
+    return (await this.#store.tx('readonly', (t) => t.all('tokens'))).filter(([, v]) => v.campaign_id === campaignId).length;
   }
 
   // -- delivery ---------------------------------------------------------------------------------------
@@ -694,6 +752,7 @@ export class Client {
    */
   async forget(campaignId) {
     this.#configs.delete(campaignId);
+    this.#texts.delete(campaignId);
     return withLock(this.#lockName, () => this.#store.tx('readwrite', async (t) => {
       const pinned = Boolean(await t.get('pins', campaignId));
       await t.delete('pins', campaignId);

@@ -8,9 +8,8 @@
  * (json.js), which keeps `2.0` apart from `2` as Python's `json.loads` does; a plain `JSON.parse` result is
  * accepted too (it merely cannot show that an integer was written as a float).
  *
- * Limits: `admission` descriptors are validated for their shape (keys, type, token type, quota) but the
- * issuer key's DER is not parsed; the browser client cannot obtain admission tokens and refuses to
- * answer such campaigns (`AdmissionTokenRequired`).
+ * An `admission` object's issuer key is parsed (a 2048-bit RSA key, e = 65537) by tokens.js, loaded only
+ * for such campaigns; the parsed key is `campaign.issuer`.
  */
 
 import { canonicalJson, pinnedFingerprint } from './canonical.js';
@@ -37,6 +36,7 @@ export const MAX_ROUND_CHARS = 32;
 export const CENTRAL_DELTA_RANGE = [1e-15, 1e-3];
 export const MAX_RHO = 50.0;
 export const MAX_GROUP_SIZE = 100;
+export const MAX_TOKENS_PER_ACCOUNT = 10000;
 /** The admission token's length in base64url characters (354 bytes, docs/wire-format.md §7). */
 const TOKEN_CHARS = 472;
 
@@ -207,7 +207,7 @@ async function checkPublicKey(key) {
   return raw;
 }
 
-function checkAdmission(obj) {
+async function checkAdmission(obj, c) {
   const keys = ['issuer_key', 'token_type', 'tokens_per_account', 'type'];
   if (!isPlainObject(obj) || sortedCodePoints(Object.keys(obj)).join() !== keys.join()) {
     throw new InvalidConfig(`'admission' must be an object with exactly the keys [${reprList(keys)}]`);
@@ -217,6 +217,14 @@ function checkAdmission(obj) {
       "'admission' must have type 'privacy-pass-blind-rsa' and token_type 2; update the client to answer " +
       'campaigns with other admission tokens',
     );
+  }
+  c.issuer = await (await import('./tokens.js')).loadIssuerKey(obj.issuer_key); // campaigns with admission only
+  if (c.issuer === null) {
+    throw new InvalidConfig("'admission.issuer_key' must be a 2048-bit RSA public key (e = 65537) as base64url DER SubjectPublicKeyInfo");
+  }
+  const n = obj.tokens_per_account;
+  if (!isJsonInt(n) || n < 1 || n > MAX_TOKENS_PER_ACCOUNT) {
+    throw new InvalidConfig(`'admission.tokens_per_account' must be a whole number from 1 to ${MAX_TOKENS_PER_ACCOUNT}, got ${show(n)}`.slice(0, 200));
   }
   return Object.freeze({ ...obj });
 }
@@ -283,8 +291,8 @@ export class Campaign {
     c.question = obj.question;
     c.categories = checkLabels("'categories'", obj.categories, [2, MAX_CATEGORIES], MAX_CATEGORY_CHARS, 'labels');
     await c.#common(obj);
-    if (c.trustModel === 'central') c.#checkCentral();
-    else if (c.trustModel === 'shuffled') c.#checkShuffled();
+    if (c.trustModel === 'central') await c.#checkCentral();
+    else if (c.trustModel === 'shuffled') await c.#checkShuffled();
     else c.#checkLocal();
     if ((c.shuffler !== null) !== (c.trustModel === 'shuffled')) {
       throw new InvalidConfig(c.shuffler === null
@@ -332,7 +340,7 @@ export class Campaign {
     c.questions = questions;
     c.split = split;
     survey.checkSurveyQuestions(questions, split, c.epsilon);
-    if (c.trustModel === 'central') c.#checkCentral();
+    if (c.trustModel === 'central') await c.#checkCentral();
     else c.#checkLocalOptions();
     if (questions.some((q) => q.central !== (c.trustModel === 'central'))) {
       throw new InvalidConfig("the questions of a central survey have mechanism 'none', those of a local survey a mechanism each");
@@ -365,7 +373,8 @@ export class Campaign {
     const recurring = obj.recurring ?? false;
     if (typeof recurring !== 'boolean') throw new InvalidConfig(`'recurring' must be true or false, got ${show(recurring)}`);
     c.recurring = recurring;
-    c.admission = obj.admission == null ? null : checkAdmission(obj.admission);
+    c.issuer = null;
+    c.admission = obj.admission == null ? null : await checkAdmission(obj.admission, c);
     if (!isJsonInt(obj.format_version) || !SUPPORTED_VERSIONS.includes(obj.format_version)) {
       throw new InvalidConfig(
         `'format_version' must be one of [${SUPPORTED_VERSIONS.join(', ')}], got ${show(obj.format_version)}; ` +
@@ -404,81 +413,18 @@ export class Campaign {
     }
   }
 
-  /** A shuffled campaign is a local one whose reports pass a shuffler: ε₀ = `epsilon`, plus `delta`. */
-  #checkShuffled() {
-    if (this.recurring) throw new InvalidConfig("'recurring' is not available for shuffled campaigns (the shuffler counts one report per device)");
-    if (this.groupFields.length) {
-      throw new InvalidConfig(
-        'shuffled campaigns take no group fields: a group value travels beside the report to the aggregator and splits the batch ' +
-        'into smaller anonymity sets, which the batch\'s (ε, δ) does not cover',
-      );
-    }
-    if (this.formatVersion < 2) throw new InvalidConfig('shuffled campaigns use format version 2');
-    const { delta } = this;
-    this.delta = null;
-    this.#checkLocal();
-    const [low, high] = SHUFFLE_DELTA_RANGE;
-    const x = unbox(delta);
-    if (!isJsonNumber(delta) || !(low <= x && x <= high)) {
-      throw new InvalidConfig(
-        `a shuffled campaign needs 'delta', a number in [${fmtG(low)}, ${fmtG(high)}]: the δ of the central (ε, δ) its batches satisfy, got ${show(delta)}`,
-      );
-    }
-    this.delta = x;
+  /** A shuffled campaign is a local one whose reports pass a shuffler: ε₀ = `epsilon`, plus `delta`
+   * (its rules in shuffle.js, the bundle's second file, which such a campaign loads anyway). */
+  async #checkShuffled() {
+    const { checkShuffled } = await import('./shuffle.js');
+    checkShuffled(this, { checkLocal: () => this.#checkLocal(), SHUFFLE_DELTA_RANGE });
   }
 
-  #checkCentral() {
-    if (this.recurring) {
-      throw new InvalidConfig(
-        "'recurring' applies to local campaigns only: a central campaign's curator sees each raw answer, so " +
-        'there is no permanent randomized response to reuse across rounds',
-      );
-    }
-    if (this.mechanism !== 'none' && !this.isSurvey) {
-      throw new InvalidConfig(
-        "central campaigns have no device mechanism: 'mechanism' must be 'none' (or 'auto', or left out, when " +
-        `creating one), got ${show(this.mechanism)}`,
-      );
-    }
-    const [low, high] = CENTRAL_DELTA_RANGE;
-    for (const name of ['delta', 'budget_delta']) {
-      const value = this[name];
-      if (value !== null) {
-        const x = unbox(value);
-        if (!isJsonNumber(value) || !(low <= x && x <= high)) {
-          throw new InvalidConfig(`${pyRepr(name)} must be a number in [${fmtG(low)}, ${fmtG(high)}], got ${show(value)}`);
-        }
-        this[name] = x;
-      }
-    }
-    if (this.group_size !== null && (!isJsonInt(this.group_size) || this.group_size < 1 || this.group_size > MAX_GROUP_SIZE)) {
-      throw new InvalidConfig(
-        `'group_size' must be an integer in [1, ${MAX_GROUP_SIZE}] (reports one respondent may contribute), ` +
-        `got ${show(this.group_size)}`,
-      );
-    }
-    if (this.budget_rho !== null) {
-      if (this.budget !== null || this.budget_delta !== null) {
-        throw new InvalidConfig(
-          "state one budget: 'budget' (ε, with 'budget_delta' for (ε, δ)) or 'budget_rho' (zCDP), not both",
-        );
-      }
-      this.budget_rho = checkNumber('budget_rho', this.budget_rho, MAX_RHO);
-    } else {
-      if (this.budget === null) {
-        throw new InvalidConfig("central campaigns need a 'budget': the total ε of all releases (or 'budget_rho' for zCDP)");
-      }
-      const budget = checkNumber('budget', this.budget, MAX_BUDGET);
-      if (budget < this.epsilon) {
-        throw new InvalidConfig(
-          `'budget' (${fmtG(budget)}) must be at least 'epsilon' (${fmtG(this.epsilon)}), the ε of one release`,
-        );
-      }
-      this.budget = budget;
-    }
-    const adjacency = this.adjacency ?? 'add-remove';
-    checkChoice('adjacency', adjacency, ADJACENCIES);
-    this.adjacency = adjacency;
+  /** A central campaign's options, checked by central.js (in the bundle's second file: the page refuses
+   * central campaigns, so a one-question local page never loads their rules). */
+  async #checkCentral() {
+    const { checkCentral } = await import('./central.js');
+    checkCentral(this, { checkChoice, checkNumber, CENTRAL_DELTA_RANGE, MAX_RHO, MAX_GROUP_SIZE, MAX_BUDGET, ADJACENCIES });
   }
 
   /** The descriptor as Python's `CampaignConfig.to_json` writes it (the fingerprint's source). */
@@ -537,17 +483,24 @@ export class Campaign {
   }
 
   /** The plaintext of a survey's envelope: each asked question's wire report (null: skipped). */
-  makeSurveyPayload(reports, groups, round = null) {
+  makeSurveyPayload(reports, groups, round = null, token = null) {
     const checked = this.checkGroups(groups);
     this.#checkRoundPresence(round !== null, InvalidParameter);
-    if (this.admission !== null) {
-      throw new InvalidParameter(`campaign '${this.id}' requires an admission token with every report: obtain tokens first`);
-    }
+    this.#checkToken(token);
     const byId = Object.fromEntries(this.questions.map((q) => [q.id, q]));
     const encoded = Object.fromEntries(Object.entries(reports).map(([id, r]) => [id, r === null ? null : byId[id].encode(r)]));
     const payload = { [this.answersKey]: encoded, groups: checked };
     if (round !== null) payload.round = checkRound(round, InvalidParameter);
+    if (token !== null) payload.token = token;
     return payload;
+  }
+
+  #checkToken(token) {
+    if ((token === null) !== (this.admission === null)) {
+      throw new InvalidParameter(token === null
+        ? `campaign '${this.id}' requires an admission token with every report: obtain tokens first`
+        : `campaign '${this.id}' takes no admission token`);
+    }
   }
 
   /** The index of the category `label`; `InvalidParameter` if it is not one. */
@@ -599,13 +552,11 @@ export class Campaign {
   }
 
   /** The plaintext object of one envelope (`makePayload` of Python): report or index, groups, round. */
-  makePayload(reportOrValue, groups, round = null) {
+  makePayload(reportOrValue, groups, round = null, token = null) {
     const checked = this.checkGroups(groups);
     this.#checkRoundPresence(round !== null, InvalidParameter);
     if (this.trustModel === 'shuffled') return { report: this.mechanismImpl.encode(reportOrValue) }; // the inner payload
-    if (this.admission !== null) {
-      throw new InvalidParameter(`campaign '${this.id}' requires an admission token with every report: obtain tokens first`);
-    }
+    this.#checkToken(token);
     let payload;
     if (this.trustModel === 'central') {
       if (!Number.isInteger(reportOrValue) || reportOrValue < 0 || reportOrValue >= this.k) {
@@ -614,6 +565,7 @@ export class Campaign {
       payload = { value: reportOrValue, groups: checked };
     } else payload = { report: this.mechanismImpl.encode(reportOrValue), groups: checked };
     if (round !== null) payload.round = checkRound(round, InvalidParameter);
+    if (token !== null) payload.token = token;
     return payload;
   }
 
@@ -631,6 +583,7 @@ export class Campaign {
   decode(payload) {
     const key = this.isSurvey ? this.answersKey : this.trustModel === 'central' ? 'value' : 'report';
     const keys = this.recurring ? [key, 'groups', 'round'] : [key, 'groups'];
+    if (this.admission !== null) keys.push('token');
     if (!isPlainObject(payload) || sortedCodePoints(Object.keys(payload)).join() !== sortedCodePoints(keys).join()) {
       throw new InvalidReport(`the payload of a ${this.trustModel} campaign must be an object with exactly the keys ${keys.join(', ')}`);
     }

@@ -1,14 +1,16 @@
 /**
- * HMAC_DRBG (NIST SP 800-90A Rev. 1, §10.1.2) with SHA-256 over WebCrypto, and an exact `randbelow`
- * driven by it: the twin of `deniable.client.drbg.HmacDrbg`, byte for byte.
+ * HMAC_DRBG (NIST SP 800-90A Rev. 1, §10.1.2) with SHA-256, and an exact `randbelow` driven by it: the
+ * twin of `deniable.client.drbg.HmacDrbg`, byte for byte.
  *
  * The device uses it for randomness that must be a deterministic function of the device secret (permanent
  * and memoized responses, RAPPOR-style): seeded with the secret, it is computationally indistinguishable
  * from uniform to anyone without the secret. No reseeding and no prediction resistance, as in Python.
- * WebCrypto's HMAC is asynchronous, so `create`, `generate` and `randbelow` return promises.
+ * The HMAC is computed synchronously (bytes.js); `create`, `generate` and `randbelow` still return promises,
+ * so that the samplers take any `randbelow` (a CSPRNG one, a replayed tape, this one) alike.
  */
 
 import { InvalidParameter, bitLength } from './rational.js';
+import { hmacSha256 } from './bytes.js';
 
 const OUTLEN = 32; // SHA-256 output length in bytes
 const MAX_REQUEST = 7500; // bytes per generate call (SP 800-90A Table 2: 2^19 bits)
@@ -30,11 +32,8 @@ function asBytes(data, name) {
   throw new TypeError(`'${name}' must be a Uint8Array or a string`);
 }
 
-const importHmacKey = (raw) =>
-  globalThis.crypto.subtle.importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-
 export class HmacDrbg {
-  #key; // the CryptoKey of K (re-imported whenever K changes)
+  #key; // K
   #value;
   #reseedCounter;
   #buffer = new Uint8Array(0);
@@ -51,29 +50,33 @@ export class HmacDrbg {
       throw new InvalidParameter(`HMAC_DRBG needs at least 32 bytes of entropy input, got ${entropy.length}`);
     }
     const drbg = new HmacDrbg(PRIVATE);
-    drbg.#key = await importHmacKey(new Uint8Array(OUTLEN));
+    drbg.#key = new Uint8Array(OUTLEN);
     drbg.#value = new Uint8Array(OUTLEN).fill(1);
-    await drbg.#update(concat(entropy, asBytes(nonce, 'nonce'), asBytes(personalization, 'personalization')));
+    drbg.#update(concat(entropy, asBytes(nonce, 'nonce'), asBytes(personalization, 'personalization')));
     drbg.#reseedCounter = 1;
     return drbg;
   }
 
-  async #hmac(data) {
-    return new Uint8Array(await globalThis.crypto.subtle.sign('HMAC', this.#key, data));
+  #hmac(data) {
+    return hmacSha256(this.#key, data);
   }
 
   /** HMAC_DRBG_Update (§10.1.2.2). */
-  async #update(provided) {
-    this.#key = await importHmacKey(await this.#hmac(concat(this.#value, Uint8Array.of(0), provided)));
-    this.#value = await this.#hmac(this.#value);
+  #update(provided) {
+    this.#key = this.#hmac(concat(this.#value, Uint8Array.of(0), provided));
+    this.#value = this.#hmac(this.#value);
     if (provided.length) {
-      this.#key = await importHmacKey(await this.#hmac(concat(this.#value, Uint8Array.of(1), provided)));
-      this.#value = await this.#hmac(this.#value);
+      this.#key = this.#hmac(concat(this.#value, Uint8Array.of(1), provided));
+      this.#value = this.#hmac(this.#value);
     }
   }
 
   /** HMAC_DRBG_Generate (§10.1.2.5): `nbytes` (1..7500) pseudorandom bytes. */
   async generate(nbytes, additional = new Uint8Array(0)) {
+    return this.#generate(nbytes, additional);
+  }
+
+  #generate(nbytes, additional) {
     if (!Number.isInteger(nbytes) || nbytes < 1 || nbytes > MAX_REQUEST) {
       throw new InvalidParameter(`HMAC_DRBG requests must be 1..${MAX_REQUEST} bytes, got ${nbytes}`);
     }
@@ -81,19 +84,19 @@ export class HmacDrbg {
       throw new Error('HMAC_DRBG reseed interval exhausted; instantiate a new generator');
     }
     additional = asBytes(additional, 'additional');
-    if (additional.length) await this.#update(additional);
+    if (additional.length) this.#update(additional);
     const out = new Uint8Array(Math.ceil(nbytes / OUTLEN) * OUTLEN);
     for (let offset = 0; offset < nbytes; offset += OUTLEN) {
-      this.#value = await this.#hmac(this.#value);
+      this.#value = this.#hmac(this.#value);
       out.set(this.#value, offset);
     }
-    await this.#update(additional);
+    this.#update(additional);
     this.#reseedCounter += 1;
     return out.slice(0, nbytes);
   }
 
-  async #take(nbytes) {
-    while (this.#buffer.length < nbytes) this.#buffer = concat(this.#buffer, await this.generate(64));
+  #take(nbytes) {
+    while (this.#buffer.length < nbytes) this.#buffer = concat(this.#buffer, this.#generate(64, new Uint8Array(0)));
     const chunk = this.#buffer.slice(0, nbytes);
     this.#buffer = this.#buffer.slice(nbytes);
     return chunk;
@@ -109,7 +112,7 @@ export class HmacDrbg {
     const shift = BigInt(8 * nbytes - nbits);
     for (;;) {
       let candidate = 0n;
-      for (const byte of await this.#take(nbytes)) candidate = (candidate << 8n) | BigInt(byte);
+      for (const byte of this.#take(nbytes)) candidate = (candidate << 8n) | BigInt(byte);
       candidate >>= shift;
       if (candidate < n) return candidate;
     }

@@ -31,7 +31,7 @@ export async function openEnvelope(envelope, { campaignId, privateKey, paddedLen
     }
     if (!ok) throw failed;
   }
-  const hpke = hpkeSuite();
+  const hpke = await hpkeSuite();
   let plaintext;
   try {
     const recipientKey = await hpke.kem.deserializePrivateKey(privateKey.slice().buffer);
@@ -50,7 +50,7 @@ export async function openEnvelope(envelope, { campaignId, privateKey, paddedLen
 /** Test-only: open a shuffled envelope as the shuffler (outer) and then as the aggregator (inner). */
 export async function openShuffled(envelope, { campaignId, shufflerKey, aggregatorKey, paddedLength }) {
   const { innerInfo, outerInfo } = await import('./shuffle.js');
-  const hpke = hpkeSuite();
+  const hpke = await hpkeSuite();
   const open = async (key, sealed, info) => {
     const recipientKey = await hpke.kem.deserializePrivateKey(key.slice().buffer);
     return new Uint8Array(await hpke.open({ recipientKey, enc: sealed.slice(0, 32).buffer, info: info.slice().buffer }, sealed.slice(32).buffer));

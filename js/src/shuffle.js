@@ -5,8 +5,8 @@
  * bundle so that the crypto libraries are not shipped twice.
  */
 import { b64urlDecode, b64urlEncode, concat, fromHex, hmacSha256, i2osp, toHex, utf8 } from './bytes.js';
-import { InvalidConfig, InvalidParameter, pyRepr, show } from './errors.js';
-import { isJsonInt, isPlainObject } from './json.js';
+import { InvalidConfig, InvalidParameter, fmtG, pyRepr, show } from './errors.js';
+import { isJsonInt, isJsonNumber, isPlainObject, unbox } from './json.js';
 
 const ZERO = Uint8Array.of(0);
 const CAMPAIGN_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
@@ -82,13 +82,39 @@ export async function dedupToken(secret, campaignId) {
 /**
  * A shuffled campaign's envelope (`seal_shuffled`): the padded inner payload `{"report": ...}` sealed to
  * the campaign key (no report id, pseudonym or signature), then `{campaign_id, dedup, inner}` sealed to
- * the shuffler's key under the report id: `{v: 2, report_id, ct}`.
+ * the shuffler's key under the report id: `{v: 2, report_id, ct}` (with `token`, the admission token, in the
+ * outer object of a campaign with admission).
  */
-export async function sealShuffled(innerPayload, { campaign, secret, reportId, hpkeSeal, canonicalJson, padPlaintext }) {
+export async function sealShuffled(innerPayload, { campaign, secret, reportId, token = null, hpkeSeal, canonicalJson, padPlaintext }) {
   const inner = await hpkeSeal(
     campaign.publicKeyBytes, innerInfo(campaign.id), padPlaintext(canonicalJson(innerPayload), campaign.paddedLength), 'this public key',
   );
   const outer = { campaign_id: campaign.id, dedup: await dedupToken(secret, campaign.id), inner: b64urlEncode(inner) };
+  if (token !== null) outer.token = token;
   const ct = await hpkeSeal(campaign.shuffler.publicKeyBytes, outerInfo(campaign.id, reportId), canonicalJson(outer), "the shuffler's public key");
   return { v: 2, report_id: reportId, ct: b64urlEncode(ct) };
+}
+
+/** The rules of a shuffled campaign's descriptor (`_check_shuffled`): no rounds, no group fields, format 2,
+ * the local rules (`checkLocal`), and `delta`. `c` is the Campaign being built. */
+export function checkShuffled(c, { checkLocal, SHUFFLE_DELTA_RANGE }) {
+  if (c.recurring) throw new InvalidConfig("'recurring' is not available for shuffled campaigns (the shuffler counts one report per device)");
+  if (c.groupFields.length) {
+    throw new InvalidConfig(
+      'shuffled campaigns take no group fields: a group value travels beside the report to the aggregator and splits the batch ' +
+      'into smaller anonymity sets, which the batch\'s (ε, δ) does not cover',
+    );
+  }
+  if (c.formatVersion < 2) throw new InvalidConfig('shuffled campaigns use format version 2');
+  const { delta } = c;
+  c.delta = null;
+  checkLocal();
+  const [low, high] = SHUFFLE_DELTA_RANGE;
+  const x = unbox(delta);
+  if (!isJsonNumber(delta) || !(low <= x && x <= high)) {
+    throw new InvalidConfig(
+      `a shuffled campaign needs 'delta', a number in [${fmtG(low)}, ${fmtG(high)}]: the δ of the central (ε, δ) its batches satisfy, got ${show(delta)}`,
+    );
+  }
+  c.delta = x;
 }

@@ -5,14 +5,16 @@
  * are written in ONE readwrite transaction, so a tab closed or crashed mid-answer leaves either all three
  * or none (IndexedDB transactions are atomic and durable once `complete` fires).
  *
- * Object stores (database version 1):
+ * Object stores (database version 2):
  * - `meta`: `secret` (32 bytes from `crypto.getRandomValues`), `not_before` (a 429's Retry-After);
  * - `pins`: campaign id → `{fingerprint, summary}` (the summary holds no label, only SHA-256s of them);
  * - `reports`: report id → `{campaign_id, recurring, trust_model, cost: [num, den], envelope, answer_tag,
  *   created}`: the ledger and the memo (envelopes only: the raw value is never stored);
  * - `rounds`: `[campaign id, round]` → `{report_id, answer_id, envelope, created}`;
  * - `outbox`: report id → `{seq, campaign_id, envelope, created, attempts, last_error, error_code}`;
- * - `verdicts`: report id → `{status: delivered | rejected | expired, reason, at}`.
+ * - `verdicts`: report id → `{status: delivered | rejected | expired, reason, at}`;
+ * - `tokens`: admission token (base64url) → `{campaign_id, obtained}`: the wallet (bearer secrets, as the
+ *   envelopes; one leaves it in the transaction of the report that spends it).
  *
  * Limits: whoever can run script in the page's origin reads all of it (the secret included), as anyone
  * with the state dir does on a native device; clearing the site's data loses the secret, so the next
@@ -20,8 +22,8 @@
  */
 import { DeviceStateError } from './errors.js';
 
-const VERSION = 1;
-const STORES = ['meta', 'pins', 'reports', 'rounds', 'outbox', 'verdicts'];
+const VERSION = 2; // 2: the tokens store
+const STORES = ['meta', 'pins', 'reports', 'rounds', 'outbox', 'verdicts', 'tokens'];
 
 const promised = (request) => new Promise((resolve, reject) => {
   request.onsuccess = () => resolve(request.result);
@@ -66,12 +68,14 @@ export class DeviceStore {
    * Run `fn(t)` in one transaction over every store; `t.get(store, key)`, `t.put(store, key, value)`,
    * `t.delete(store, key)`, `t.all(store)` return promises that may be awaited inside `fn` (and nothing
    * else may: a pending non-IndexedDB promise would let the transaction commit early). Resolves with
-   * `fn`'s result once the transaction has committed; any failure aborts it whole.
+   * `fn`'s result once the transaction has committed; any failure aborts it whole. `durability` 'strict'
+   * (the default: flushed to disk before it completes, as every answer and verdict is) or 'relaxed' (for
+   * the secret and the pins, which a later strict transaction flushes before any report leaves).
    */
-  async tx(mode, fn) {
+  async tx(mode, fn, durability = 'strict') {
     let transaction;
     try {
-      transaction = this.#db.transaction(STORES, mode, { durability: 'strict' });
+      transaction = this.#db.transaction(STORES, mode, { durability });
     } catch (error) {
       throw stateError('read', error);
     }
@@ -120,6 +124,6 @@ export class DeviceStore {
       if (raced) return new Uint8Array(raced);
       await t.put('meta', 'secret', fresh);
       return fresh;
-    });
+    }, 'relaxed');
   }
 }

@@ -2,7 +2,9 @@
  * A survey form for one campaign, rendered from the validated, pinned descriptor (never from the page's
  * HTML, so what the respondent reads is what the device pinned and will answer), answered with `Client`.
  *
- * `mountSurvey(element, {campaignId, aggregatorUrl, client})` renders into `element`: the question as the
+ * `mountSurvey(element, {campaignId, aggregatorUrl, client, issueTokens})` renders into `element`
+ * (`issueTokens(requests)`: the app's call to its backend for admission tokens, made when a campaign with
+ * admission is answered by a browser that holds none): the question as the
  * legend of a radio group, one field per group field (a select of the declared values, else a text box),
  * a plain-language note of what is randomized here and what the aggregator learns, and a submit button.
  * Submitting randomizes, seals and stores the answer (one IndexedDB transaction), then delivers it; offline,
@@ -58,7 +60,7 @@ export function privacyNote(campaign) {
   ];
 }
 
-export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable' } = {}) {
+export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable', issueTokens = null } = {}) {
   campaignId ??= element.dataset.campaign;
   element.dataset.state = 'loading';
   const status = el('p', { className: 'status', role: 'status', 'aria-live': 'polite' });
@@ -70,7 +72,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
   let campaign;
   let kinds = null;
   try {
-    client ??= await Client.open({ aggregatorUrl, dbName });
+    client ??= await Client.open({ aggregatorUrl, dbName, prefetch: campaignId });
     campaign = await client.campaign(campaignId);
     if (campaign.isSurvey) kinds = await import('./survey-form.js'); // the question kinds' form, surveys only
   } catch (error) {
@@ -139,6 +141,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
     }
     button.disabled = true;
     try {
+      if (campaign.admission && issueTokens && !(await client.tokens(campaign.id))) await client.obtainTokens(campaign.id, 1, issueTokens);
       const receipt = await client.submit(campaign.id, value, { groups });
       say(receipt.memoized ? 'You had already answered: the same report is sent again.' : 'Randomized and saved; sending…');
       element.dataset.reportId = receipt.reportId;

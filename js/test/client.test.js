@@ -6,6 +6,7 @@ import { IDBFactory } from 'fake-indexeddb';
 import { Client, readBatchReply, retryAfterSeconds } from '../src/client.js';
 import { Campaign } from '../src/descriptor.js';
 import { openEnvelope } from '../src/open.js';
+import { surveyRound } from '../src/recurring.js';
 import { fromHex, load } from './vectors.js';
 
 const wire = load('wire-v2.json');
@@ -244,15 +245,48 @@ test('a survey is pinned, answered by question id, memoized, and its envelope op
   assert.deepEqual(Object.keys(opened.payload.answers).sort(), ['age', 'apps', 'smoke']);
 });
 
-test('a recurring survey and a central survey are refused by default, with nothing spent', async () => {
+test('a recurring survey answers each round with the permanent responses Python derives, paying ε per distinct answer', async () => {
   const v3 = load('wire-v3.json');
-  for (const [name, pattern] of [['recurring', /recurring survey/], ['central', /central trust model/]]) {
-    const config = v3.campaigns.find((c) => c.name === name).config;
-    const { fetch } = server(config, (reports) => verdicts(reports));
-    const client = await open(fetch);
-    const e = v3.campaigns.find((c) => c.name === name).envelopes[0];
-    await assert.rejects(client.submit(config.id, e.answers, { groups: e.payload.groups, round: e.payload.round ?? null }), pattern);
-    assert.equal((await client.ledger()).total, 0);
-    assert.equal((await client.pending()).length, 0);
+  const { config, envelopes: cases } = v3.campaigns.find((c) => c.name === 'recurring');
+  const campaign = await Campaign.fromJson(config);
+  for (const e of cases) { // the derivation, byte for byte: permanent ids, reports, round report id
+    const secret = fromHex(e.device_secret_hex);
+    const round = await surveyRound(campaign, secret, e.normalized, e.round, e.drawn);
+    assert.equal(round.reportId, e.envelope.report_id);
+    assert.deepEqual(Object.fromEntries(round.permanents.map(([q, pid]) => [q.id, pid])), e.permanent_ids);
+    assert.deepEqual(campaign.makeSurveyPayload(round.reports, e.payload.groups, e.round), e.payload);
   }
+  const e = cases[0];
+  const posted = [];
+  const { fetch } = server(config, (reports) => {
+    posted.push(...reports);
+    return verdicts(reports);
+  });
+  const client = await open(fetch, { secret: fromHex(e.device_secret_hex) });
+  const groups = e.payload.groups;
+  await assert.rejects(client.submit(config.id, e.answers, { groups }), /collects in rounds/);
+  const first = await client.submit(config.id, e.answers, { groups, round: e.round });
+  assert.deepEqual([first.reportId, first.epsilonSpent, first.recurring, first.round], [e.envelope.report_id, config.epsilon, true, e.round]);
+  const again = await client.submit(config.id, e.answers, { groups, round: e.round });
+  assert.deepEqual([again.reportId, again.memoized, again.epsilonSpent], [first.reportId, true, 0]);
+  const next = await client.submit(config.id, e.answers, { groups, round: '2026-w50' }); // unchanged: free
+  assert.deepEqual([next.epsilonSpent, next.memoized], [0, false]);
+  assert.notEqual(next.reportId, first.reportId);
+  const changed = await client.submit(config.id, { ...e.answers, sleep: 6 }, { groups, round: '2026-w51' });
+  assert.equal(changed.epsilonSpent, 0.5); // only the changed question's ε
+  await assert.rejects(client.submit(config.id, { ...e.answers, mood: 'ok' }, { groups, round: '2026-w51' }), { code: 'answer_changed' });
+  assert.equal((await client.ledger()).total, 1.5);
+  assert.equal((await client.flush()).delivered, 3);
+  const opened = await openEnvelope(posted[0], { campaignId: config.id, privateKey: fromHex(v3.keypair.private_key_hex), paddedLength: campaign.paddedLength });
+  assert.deepEqual(opened.payload, e.payload); // Python's plaintext, from the JS client end to end
+});
+
+test('a central survey is refused by default, with nothing spent', async () => {
+  const v3 = load('wire-v3.json');
+  const { config, envelopes: [e] } = v3.campaigns.find((c) => c.name === 'central');
+  const { fetch } = server(config, (reports) => verdicts(reports));
+  const client = await open(fetch);
+  await assert.rejects(client.submit(config.id, e.answers, { groups: e.payload.groups }), /central trust model/);
+  assert.equal((await client.ledger()).total, 0);
+  assert.equal((await client.pending()).length, 0);
 });

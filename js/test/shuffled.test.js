@@ -59,7 +59,7 @@ test("the batch message and the shuffler's signature", async () => {
 test('the small-order check equals a trial X25519 exchange', async () => {
   const P = (1n << 255n) - 19n;
   const le = (u) => Uint8Array.from({ length: 32 }, (_, i) => Number((u >> BigInt(8 * i)) & 0xffn));
-  const kem = hpkeSuite().kem;
+  const kem = (await hpkeSuite()).kem;
   const exchanges = async (raw) => {
     try {
       await kem.encap({ recipientPublicKey: await kem.deserializePublicKey(raw.slice().buffer) });

@@ -180,6 +180,25 @@ def _bad_surveys() -> list[dict[str, Any]]:
     ]
 
 
+def _bad_admissions() -> list[dict[str, Any]]:
+    """Descriptors with an ``admission`` object the device must refuse (the issuer key of the token vectors)."""
+    issuer = json.loads((HERE / "admission-tokens-v1.json").read_text(encoding="utf-8"))["issuer_key"]
+    good = {"type": "privacy-pass-blind-rsa", "token_type": 2, "issuer_key": issuer, "tokens_per_account": 5}
+    ed25519_spki = "MCowBQYDK2VwAyEA" + "A" * 43  # an Ed25519 key: DER, but not RSA
+    return [
+        _bad(f"admission: {name}", {"admission": {**good, **change}})
+        for name, change in [
+            ("issuer key not DER", {"issuer_key": "AAAA"}),
+            ("issuer key not RSA", {"issuer_key": ed25519_spki}),
+            ("issuer key padded", {"issuer_key": issuer + "="}),
+            ("no tokens per account", {"tokens_per_account": 0}),
+            ("tokens per account a boolean", {"tokens_per_account": True}),
+            ("tokens per account too many", {"tokens_per_account": 10_001}),
+            ("another token type", {"token_type": 1}),
+        ]
+    ] + [_bad("admission: a key missing", {"admission": {k: v for k, v in good.items() if k != "type"}})]
+
+
 def invalid_cases() -> list[dict[str, Any]]:
     cases = [
         _bad("epsilon too large", {"epsilon": 11}),
@@ -216,6 +235,7 @@ def invalid_cases() -> list[dict[str, Any]]:
         _bad("central with a mechanism", {"mechanism": "grr"}, base=4),
         _bad("central adjacency unknown", {"adjacency": "swap"}, base=4),
         {"name": "not an object", "descriptor": ["id"]},
+        *_bad_admissions(),
         *_bad_surveys(),
     ]
     for case in cases:
