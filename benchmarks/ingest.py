@@ -106,16 +106,22 @@ def raw_decrypt_rates(
     return raw, opened
 
 
-def ingest_rate(server: Server, campaign_id: str, envelopes: list[dict[str, Any]], clients: int) -> tuple[float, int]:
+def ingest_rate(
+    servers: list[Server], campaign_id: str, envelopes: list[dict[str, Any]], clients: int
+) -> tuple[float, int]:
+    """Reports/s of uploading every envelope in batches of :data:`BATCH` from ``clients`` connections (client i
+    posts to instance i mod len(servers)), and the number accepted."""
     bodies = [json.dumps({"reports": envelopes[i : i + BATCH]}).encode() for i in range(0, len(envelopes), BATCH)]
     accepted = 0
     lock = threading.Lock()
     queue = list(reversed(bodies))
 
-    def client() -> None:
+    def client(index: int) -> None:
         nonlocal accepted
+        server = servers[index % len(servers)]
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
         conn.connect()
+        assert conn.sock is not None
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body: no Nagle wait
         while True:
             with lock:
@@ -131,7 +137,7 @@ def ingest_rate(server: Server, campaign_id: str, envelopes: list[dict[str, Any]
                 accepted += reply["accepted"]
         conn.close()
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     start = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -212,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             private_key = load_private_key(data_dir, "bench")
             sample = envelopes[: min(5_000, n_upload)]
             raw_before, opened = raw_decrypt_rates(config, private_key, sample)
-            rate, accepted = ingest_rate(server, "bench", envelopes, args.clients)
+            rate, accepted = ingest_rate([server], "bench", envelopes, args.clients)
             raw_after, _ = raw_decrypt_rates(config, private_key, sample)
             assert accepted == n_upload, accepted
             raw = (raw_before + raw_after) / 2  # bracket the upload: the machine's load may drift

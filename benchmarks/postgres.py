@@ -38,12 +38,10 @@ import argparse
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import BATCH, EPSILON, K, Server, raw_decrypt_rates, seal_envelopes
+from ingest import EPSILON, K, Server, ingest_rate, raw_decrypt_rates, seal_envelopes
 
 from deniable.aggregator import estimation
 from deniable.aggregator.database import PG_TALLY_SHARDS
@@ -85,45 +83,11 @@ def create(server: Server, campaign_id: str) -> CampaignConfig:
     return CampaignConfig.from_json(body)
 
 
-def ingest_rate(servers: list[Server], campaign_id: str, envelopes: list[dict[str, Any]], clients: int) -> float:
-    """Reports/s of uploading every envelope in batches from ``clients`` connections, client i posting to
-    instance i mod len(servers)."""
-    import http.client
-
-    bodies = [json.dumps({"reports": envelopes[i : i + BATCH]}).encode() for i in range(0, len(envelopes), BATCH)]
-    lock = threading.Lock()
-    queue = list(reversed(bodies))
-    accepted = [0]
-
-    def client(index: int) -> None:
-        server = servers[index % len(servers)]
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
-        conn.connect()
-        assert conn.sock is not None
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        while True:
-            with lock:
-                if not queue:
-                    break
-                body = queue.pop()
-            conn.request("POST", f"/api/v1/campaigns/{campaign_id}/reports", body=body,
-                         headers={"Content-Type": "application/json"})  # fmt: skip
-            response = conn.getresponse()
-            reply = json.loads(response.read())
-            assert response.status == 200, reply
-            with lock:
-                accepted[0] += reply["accepted"]
-        conn.close()
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - start
-    assert accepted[0] == len(envelopes), accepted
-    return len(envelopes) / elapsed
+def ingest_all(servers: list[Server], campaign_id: str, envelopes: list[dict[str, Any]], clients: int) -> float:
+    """Reports/s of uploading every envelope (:func:`ingest.ingest_rate`), each of them accepted."""
+    rate, accepted = ingest_rate(servers, campaign_id, envelopes, clients)
+    assert accepted == len(envelopes), accepted
+    return rate
 
 
 def reports_constraints(conn: Any) -> tuple[list[tuple[str, str]], list[str]]:
@@ -304,9 +268,9 @@ def ingestion(tmp: Path, database: str, shared: dict[str, str], servers: list[Se
     load_before = os.getloadavg()
     raw_before, _ = raw_decrypt_rates(configs["sqlite"], private_key, sample)
     rates = {
-        "sqlite": ingest_rate([lite], "bench-sqlite", envelopes["sqlite"], args.clients),
-        "pg1": ingest_rate([pg[0]], "bench-pg1", envelopes["pg1"], args.clients),
-        "pg2": ingest_rate(pg, "bench-pg2", envelopes["pg2"], args.clients),
+        "sqlite": ingest_all([lite], "bench-sqlite", envelopes["sqlite"], args.clients),
+        "pg1": ingest_all([pg[0]], "bench-pg1", envelopes["pg1"], args.clients),
+        "pg2": ingest_all(pg, "bench-pg2", envelopes["pg2"], args.clients),
     }
     raw_after, _ = raw_decrypt_rates(configs["sqlite"], private_key, sample)
     load_after = os.getloadavg()
