@@ -75,6 +75,16 @@ _UNBIASED = {
 }
 _NUM_OR_NULL = {"type": "number", "nullable": True}
 _INTERVAL = {"type": "array", "items": _NUM_OR_NULL, "minItems": 2, "maxItems": 2}
+#: The figures of one category (or option) of an estimate: the count and the proportion, each with its
+#: standard error and interval (a local estimate's and a survey question's rows alike).
+_ROW_FIGURES = {
+    "count": _NUM_OR_NULL,
+    "stderr": _NUM_OR_NULL,
+    "ci": _INTERVAL,
+    "proportion": _NUM_OR_NULL,
+    "proportion_stderr": _NUM_OR_NULL,
+    "proportion_ci": _INTERVAL,
+}
 _GROUP_VALUES_DOC = (
     "the declared (public) values of each group field: keys among group_fields; required for every group "
     "field of a central campaign, so that which groups a release lists reveals nothing"
@@ -487,12 +497,7 @@ _SCHEMAS: dict[str, Any] = {
         ],
         "properties": {
             "category": {"type": "string"},
-            "count": _NUM_OR_NULL,
-            "stderr": _NUM_OR_NULL,
-            "ci": _INTERVAL,
-            "proportion": _NUM_OR_NULL,
-            "proportion_stderr": _NUM_OR_NULL,
-            "proportion_ci": _INTERVAL,
+            **_ROW_FIGURES,
             "consistent_count": _NUM_OR_NULL,
         },
     },
@@ -583,12 +588,7 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {
             "category": {"type": "string"},
             "option": {"type": "string"},
-            "count": _NUM_OR_NULL,
-            "stderr": _NUM_OR_NULL,
-            "ci": _INTERVAL,
-            "proportion": _NUM_OR_NULL,
-            "proportion_stderr": _NUM_OR_NULL,
-            "proportion_ci": _INTERVAL,
+            **_ROW_FIGURES,
             "sampling_stderr": _NUM_OR_NULL,
         },
     },
