@@ -174,36 +174,35 @@ def _create(args: argparse.Namespace) -> int:
         raise SystemExit(
             "deniable campaigns create: missing " + ", ".join(f"--{m}" for m in missing) + " (or --from-file)"
         )
-    analyst = _analyst(args)
-    fields = {key: value for key, value in body.items() if key not in ("id", "question", "categories", "epsilon")}
-    config = analyst.create_campaign(body["id"], body["question"], body["categories"], body["epsilon"], **fields)
-    if args.format == "json":
-        print(json.dumps(config, indent=2, ensure_ascii=False))
-    else:
-        print(
-            f"created campaign {config['id']} ({config['trust_model']}, {config['mechanism']}, "
-            f"ε = {_eps(config['epsilon'])}, "
-            f"{plural(len(config['categories']), 'category', 'categories')}); devices fetch it at "
-            f"{analyst.url}/api/v1/campaigns/{config['id']}"
-        )
-    return 0
+    return _create_and_show(args, body, ("question", "categories", "epsilon"), lambda config: (
+        f"campaign {config['id']} ({config['trust_model']}, {config['mechanism']}, ε = {_eps(config['epsilon'])}, "
+        f"{plural(len(config['categories']), 'category', 'categories')})"
+    ))  # fmt: skip
 
 
 def _create_survey(args: argparse.Namespace, body: dict[str, Any]) -> int:
     missing = [name for name in ("title", "questions", "epsilon") if name not in body]
     if missing:
         raise SystemExit("deniable campaigns create: a survey needs " + ", ".join(missing) + " in --from-file")
+    return _create_and_show(args, body, ("title", "questions", "epsilon"), lambda config: (
+        f"survey {config['id']} ({config['trust_model']}, split {config['split']['mode']}, "
+        f"ε = {_eps(config['epsilon'])}, {plural(len(config['questions']), 'question')})"
+    ))  # fmt: skip
+
+
+def _create_and_show(
+    args: argparse.Namespace, body: dict[str, Any], required: tuple[str, str, str], summary: Callable[[Any], str]
+) -> int:
+    """Create a one-question campaign (``required``: question, categories, epsilon) or a survey (title,
+    questions, epsilon) from ``body`` (its other keys are the optional fields); print it as JSON or in a line."""
     analyst = _analyst(args)
-    fields = {key: value for key, value in body.items() if key not in ("id", "title", "questions", "epsilon")}
-    config = analyst.create_survey(body["id"], body["title"], body["questions"], body["epsilon"], **fields)
+    create = analyst.create_survey if "questions" in required else analyst.create_campaign
+    fields = {key: value for key, value in body.items() if key not in ("id", *required)}
+    config = create(body["id"], *(body[name] for name in required), **fields)
     if args.format == "json":
         print(json.dumps(config, indent=2, ensure_ascii=False))
     else:
-        print(
-            f"created survey {config['id']} ({config['trust_model']}, split {config['split']['mode']}, "
-            f"ε = {_eps(config['epsilon'])}, {plural(len(config['questions']), 'question')}); devices fetch it at "
-            f"{analyst.url}/api/v1/campaigns/{config['id']}"
-        )
+        print(f"created {summary(config)}; devices fetch it at {analyst.url}/api/v1/campaigns/{config['id']}")
     return 0
 
 
