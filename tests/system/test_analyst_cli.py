@@ -38,6 +38,23 @@ def server(aggregator: RunningServer) -> RunningServer:
     return aggregator
 
 
+def test_create_a_survey_from_a_file(server: RunningServer, tmp_path: Path) -> None:
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"title": "Habits", "epsilon": 2, "split": "per_question", "questions": [
+        {"id": "smoke", "text": "Do you smoke?", "kind": "choice", "categories": ["no", "yes"]},
+        {"id": "apps", "text": "Which apps?", "kind": "multi", "options": ["a", "b", "c"], "max_selected": 2},
+    ]}))  # fmt: skip
+    created = run("campaigns", "create", "cli-survey", "--from-file", str(spec), url=server.url,
+                  token=server.admin_token)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert created.stdout.startswith("created survey cli-survey (local, split per_question, ε = 2, 2 questions); "
+                                      f"devices fetch it at {server.url}/api/v1/campaigns/cli-survey"), created.stdout
+    spec.write_text(json.dumps({"title": "Habits", "epsilon": 2}))
+    refused = run("campaigns", "create", "cli-survey-2", "--from-file", str(spec), url=server.url,
+                  token=server.admin_token)  # fmt: skip
+    assert refused.returncode != 0 and "a survey needs questions in --from-file" in refused.stderr
+
+
 def test_create_list_show_close_over_http(server: RunningServer, tmp_path: Path) -> None:
     admin_file = tmp_path / "admin.token"
     admin_file.write_text(server.admin_token + "\n")
