@@ -7,7 +7,9 @@ strict CSP with no console error; answering delivers one report that the aggrega
 sends nothing; an answer given offline waits in the outbox and is delivered exactly once when the browser
 is back online; 2,000 answers scripted inside the page (each a device of its own, with a seeded secret,
 so the run is reproducible given the campaign key) give estimates whose intervals hold the true counts,
-and exactly the reports the Python device makes from the same secrets (byte compatibility end to end).
+and exactly the reports the Python device makes from the same secrets (byte compatibility end to end);
+a survey of four questions (choice, multi, number) created by the aggregator, answered by two browsers,
+counted once each and estimated per question.
 """
 
 from __future__ import annotations
@@ -322,3 +324,67 @@ def test_a_survey_of_every_question_kind_is_rendered_answered_and_opens_in_pytho
     payload = open_envelope(envelope, campaign_id=config.id, private_key=private, padded_length=config.padded_length)
     decoded = config.decode(payload)
     assert set(decoded.answers) == {"smoke", "age", "apps"} and decoded.groups == {"country": "DE"}
+
+
+SURVEY_QUESTIONS: list[dict[str, Any]] = [
+    {"id": "smoke", "text": "Did you smoke this month?", "kind": "choice", "categories": ["no", "yes", "quit"]},
+    {"id": "apps", "text": "Which apps did you use today?", "kind": "multi",
+     "options": ["mail", "maps", "news", "chat"], "max_selected": 3},
+    {"id": "sleep", "text": "Hours of sleep last night?", "kind": "choice", "categories": ["<6", "6-8", ">8"]},
+    {"id": "age", "text": "How old are you?", "kind": "number", "range": [18, 99]},
+]  # fmt: skip
+
+
+def test_a_survey_created_by_the_aggregator_is_answered_counted_once_and_estimated_per_question(
+    browser: Any, server: RunningServer
+) -> None:
+    """A format 3 survey (two choice questions, a multi and a number) created by the real aggregator: two
+    browsers answer it on /survey/<id> (the page preloads survey-extra.js, no console error under the CSP);
+    each is counted once, a repeat after a reload is a duplicate, and the estimate is served per question."""
+    config = server.create_campaign(id="web-health", title="Health this month", questions=SURVEY_QUESTIONS,
+                                    epsilon=4.0, split="per_question", group_fields=["country"],
+                                    group_values={"country": ["nl", "fr"]})  # fmt: skip
+    assert config["format_version"] == 3 and [q["kind"] for q in config["questions"]] == [
+        "choice", "multi", "choice", "number"]  # fmt: skip
+    html = requests.get(f"{server.url}/survey/web-health", timeout=30).text
+    assert '<link rel="modulepreload" href="/survey/static/survey-extra.js">' in html
+    assert "modulepreload" not in requests.get(f"{server.url}/survey/web-smoking", timeout=30).text
+
+    def answer(page: Any, smoke: str, apps: list[str], sleep: str, age: str, country: str) -> None:
+        page.get_by_role("group", name="Did you smoke this month?").get_by_label(smoke).check()
+        for app in apps:
+            page.get_by_label(app).check()
+        page.get_by_role("group", name="Hours of sleep last night?").get_by_label(sleep).check()
+        page.get_by_label("A number from 18 to 99").fill(age)
+        page.get_by_label("Your country (sent as it is)").select_option(country)
+        page.get_by_role("button", name="Submit answer").click()
+        page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+
+    context, page, seen = open_page(browser, server, "web-health")
+    assert page.get_by_role("heading", name="Health this month").is_visible()
+    assert "Select up to 3." in page.get_by_role("group", name="Which apps did you use today?").inner_text()
+    answer(page, "yes", ["maps", "chat"], "6-8", "37", "nl")
+    assert reports_of(server, "web-health") == 1 and len(seen["posts"]) == 1
+    page.reload()
+    page.wait_for_selector("[data-deniable-survey][data-state=ready]", timeout=15000)
+    page.wait_for_timeout(300)
+    assert len(seen["posts"]) == 1, "a reload re-sent a report"
+    answer(page, "yes", ["maps", "chat"], "6-8", "37", "nl")  # the same answers: the same report again
+    assert len(seen["posts"]) == 2  # the memoized envelope, re-sent: the aggregator answers duplicate
+    assert reports_of(server, "web-health") == 1, "the repeated answers were counted twice"
+    assert seen["errors"] == []
+    context.close()
+    other, page, seen = open_page(browser, server, "web-health")
+    answer(page, "no", [], ">8", "64", "fr")
+    assert seen["errors"] == []
+    other.close()
+    body = server.estimate("web-health")
+    assert body["n"] == 2
+    questions = {q["question"]: q for q in body["questions"]}
+    assert list(questions) == ["smoke", "apps", "sleep", "age"]
+    assert all(q["answered"] == 2 for q in questions.values())
+    assert [r["category"] for r in questions["smoke"]["categories"]] == ["no", "yes", "quit"]
+    assert [r["option"] for r in questions["apps"]["options"]] == ["mail", "maps", "news", "chat"]
+    assert questions["age"]["kind"] == "number" and len(questions["age"]["mean"]["ci"]) == 2
+    grouped = server.estimate("web-health", group_by="country")
+    assert set(grouped["groups"]) == {"nl", "fr"}
