@@ -6,7 +6,9 @@ its estimate under the descriptor's split (``per_question``: the mechanism's own
 question's answers; ``sampling``: the answerers' proportions and means, counts rescaled to the respondents,
 with the sampling variance stated). A question nobody skipped speaks for the row's N respondents; with
 skips under sampling, for the estimated N·a/(a + s) respondents who answer it (a answers, s skips of the
-respondents it was drawn for). Reading estimates costs no privacy (post-processing).
+respondents it was drawn for): its counts are the Horvitz–Thompson totals (N/(a + s))·ĉ, its proportions
+and means the answerers' (:mod:`deniable.shared.survey_estimate`). Reading estimates costs no privacy
+(post-processing).
 
 Central surveys (split ``per_question``: every respondent answers every question, question q at its ε_q,
 Σ ε_q ≤ ε): a release of question q draws noise on its slot (:mod:`deniable.aggregator.central_kinds`)
@@ -29,7 +31,7 @@ from typing import Any
 
 from deniable.aggregator import accountant, central, central_kinds
 from deniable.aggregator.store import OVERALL, Store
-from deniable.aggregator.survey_tally import QuestionTally, Slot, layout, question_tally
+from deniable.aggregator.survey_tally import Slot, layout, question_tally
 from deniable.shared.accounting import Totals, compose
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -57,20 +59,12 @@ def survey_group_page_size(config: CampaignConfig) -> int:
     return max(1, MAX_GROUP_CELLS // cells)
 
 
-def _population(config: CampaignConfig, qt: QuestionTally) -> int:
-    if config.split.mode != "sampling" or qt.answered == 0:
-        return qt.answered
-    if qt.skipped == 0:
-        return qt.respondents
-    return max(qt.answered, round(qt.respondents * qt.answered / (qt.answered + qt.skipped)))
-
-
 def _local_question(config: CampaignConfig, slot: Slot, stored: Tally, level: float) -> dict[str, Any]:
     question = slot.question
     qt = question_tally(slot, stored.n, stored.support)
     result = estimate_question(
         question.id, question.kind, question.build_mechanism(), qt.tally, split=config.split.mode,
-        population=_population(config, qt), labels=question.labels,
+        population=qt.respondents, skipped=qt.skipped, labels=question.labels,
         number_range=question.range if question.kind == "number" else None,  # type: ignore[attr-defined]
     )  # fmt: skip
     body = result.to_dict(level)

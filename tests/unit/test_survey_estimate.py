@@ -22,7 +22,13 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import GRR, OUE, Tally
 from deniable.shared.mechanisms.mean import Duchi, Hybrid, MeanMechanism, NumberRange, Piecewise
 from deniable.shared.mechanisms.sets import BitVector, Padding
-from deniable.shared.survey_estimate import estimate_mean, estimate_pure, estimate_question, sampling_variance
+from deniable.shared.survey_estimate import (
+    ProportionResult,
+    estimate_mean,
+    estimate_pure,
+    estimate_question,
+    sampling_variance,
+)
 
 RUNS = 2000
 N = 3000
@@ -204,3 +210,148 @@ def test_bad_inputs_are_refused_with_a_message() -> None:
         estimate_pure("q", "choice", m, Tally(5, (1, 4)), labels=["a"], split="sampling", population=9)
     with pytest.raises(InvalidParameter, match="mean mechanism"):
         estimate_question("q", "number", m, Tally(5, (1, 4)), split="sampling", population=9)
+
+
+def skippers(pop: dict[str, Any], rate: float, seed: int = 11) -> dict[str, np.ndarray]:
+    """Who skips each (optional) question: a fixed trait of the respondent, related to the answer, so the
+    answerers are not a random part of the population (the hard case for counts)."""
+    rng = np.random.default_rng(seed)
+    by_category = np.array([0.5, 1.0, 1.5, 2.0]) * rate  # holders of later categories skip more
+    choice = rng.random(N) < by_category[pop["choice"]]
+    multi = rng.random(N) < np.where(pop["multi"][:, 0], 1.6 * rate, 0.6 * rate)
+    number = rng.random(N) < rate * (0.4 + 1.2 * pop["number"] / pop["steps"])
+    return {"choice": choice, "multi": multi, "number": number}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("epsilon", "rate", "multi", "number"),
+    [
+        (1.0, 0.1, "padding", "hybrid"),
+        (4.0, 0.4, "bitvector", "piecewise"),
+        (0.5, 0.25, "padding", "duchi"),
+        # where the estimate served before (the answerers' count scaled by N·a/(a + s) rounded, its variance
+        # blind to that factor's) reported 0.87 of the choice count's variance and covered it 0.926
+        (8.0, 0.45, "bitvector", "hybrid"),
+    ],
+)
+def test_sampling_estimates_with_skipped_questions_are_unbiased_with_calibrated_intervals(
+    epsilon: float, rate: float, multi: str, number: str
+) -> None:
+    """Sampling split, each question optional and skipped by a fixed 5% to 90% of the respondents of each
+    answer (a tenth to a half overall), 2,000 runs: the Horvitz–Thompson count of holders among
+    those who answer and the answerers' proportion and mean, each with bias within 4 SE, variance within
+    10% of the exact one (averaged over the runs' draws), reported variance within 10% of it, and
+    coverage of the 95% interval in [0.93, 0.97]."""
+    pop = population()
+    skip = skippers(pop, rate)
+    steps = pop["steps"]
+    choice_m, multi_m, number_m = mechanisms(epsilon, steps, multi, number)
+    number_range = NumberRange(18.0, 68.0, steps)
+    values = number_range.lo + pop["number"] * (number_range.hi - number_range.lo) / steps
+    answers = {q: ~skip[q] for q in ("choice", "multi", "number")}
+    # the targets: among those who answer each question
+    c_holder = (pop["choice"] == 1) & answers["choice"]
+    m_answering, c_answering = int(answers["multi"].sum()), int(answers["choice"].sum())
+    truth_c_prop = float(c_holder.sum() / c_answering)
+    truth_c_count = float(c_holder.sum())
+    m_holder = pop["multi"][:, 0] & answers["multi"]
+    truth_m_count, truth_m_prop = float(m_holder.sum()), float(m_holder.sum() / m_answering)
+    truth_v = float(values[answers["number"]].mean())
+    vh_c, vn_c = pure_variances(choice_m)
+    vh_m, vn_m = pure_variances(multi_m)
+    v_number = np.asarray([exact_report_variance(number_m, j) for j in range(steps + 1)]) * number_range.scale**2
+
+    def count_variance(holders: np.ndarray, answering: np.ndarray, vh: float, vn: float, drawn: int) -> float:
+        """Var(N̂ | d) = N²[(1 − d/N)·S_y²/d + V̄_y/d], y = holds and answers, V̄_y over all N (0 for skippers)."""
+        rho = holders.sum() / N
+        s2 = N * rho * (1 - rho) / (N - 1)
+        vbar = (holders.sum() * vh + (answering.sum() - holders.sum()) * vn) / N
+        return N**2 * exact_variance(s2, vbar, drawn, N)
+
+    def share_variance(holders: np.ndarray, answering: np.ndarray, vh: float, vn: float, answered: int) -> float:
+        """Var(t̄ | a) = (1 − a/M)·S²/a + V̄/a over the M who answer."""
+        m = int(answering.sum())
+        pi = holders.sum() / m
+        return exact_variance(m * pi * (1 - pi) / (m - 1), pi * vh + (1 - pi) * vn, answered, m)
+
+    rng = np.random.default_rng(20261202)
+    names = ("choice count", "choice proportion", "multi count", "multi proportion", "number mean")
+    results: dict[str, tuple[list[float], list[float], list[float], list[bool]]] = {
+        name: ([], [], [], []) for name in names
+    }
+
+    def record(name: str, estimate: float, variance: float, exact: float, low: float, high: float,
+               truth: float) -> None:
+        out = results[name]
+        out[0].append(estimate)
+        out[1].append(variance)
+        out[2].append(exact)
+        out[3].append(bool(low <= truth <= high))
+
+    for _ in range(RUNS):
+        who = rng.integers(0, QUESTIONS, size=N)
+        for index, q in enumerate(("choice", "multi", "number")):
+            drawn = who == index
+            answered_mask = drawn & answers[q]
+            answered, skipped = int(answered_mask.sum()), int((drawn & skip[q]).sum())
+            if q == "choice":
+                tally = choice_m.tally(choice_m.simulate(pop["choice"][answered_mask], rng=rng))
+                r = estimate_question("smoke", "choice", choice_m, tally, split="sampling", population=N,
+                                      skipped=skipped, labels=["a", "b", "c", "d"])
+                assert isinstance(r, ProportionResult)
+                low, high = r.ci()
+                plow, phigh = r.proportion_ci()
+                exact = count_variance(c_holder, answers[q], vh_c, vn_c, answered + skipped)
+                record("choice count", float(r.counts[1]), float(r.variance[1]), exact, low[1], high[1],
+                       truth_c_count)
+                exact = share_variance(c_holder, answers[q], vh_c, vn_c, answered)
+                record("choice proportion", float(r.proportions[1]), float(r.proportion_variance[1]), exact,
+                       plow[1], phigh[1], truth_c_prop)
+            elif q == "multi":
+                tally = multi_m.tally(multi_m.simulate(pop["multi"][answered_mask], rng=rng))
+                r = estimate_question("apps", "multi", multi_m, tally, split="sampling", population=N,
+                                      skipped=skipped, labels=list("vwxyz"))
+                assert isinstance(r, ProportionResult)
+                low, high = r.ci()
+                plow, phigh = r.proportion_ci()
+                exact = count_variance(m_holder, answers[q], vh_m, vn_m, answered + skipped)
+                record("multi count", float(r.counts[0]), float(r.variance[0]), exact, low[0], high[0],
+                       truth_m_count)
+                exact = share_variance(m_holder, answers[q], vh_m, vn_m, answered)
+                record("multi proportion", float(r.proportions[0]), float(r.proportion_variance[0]), exact,
+                       plow[0], phigh[0], truth_m_prop)
+            else:
+                tally = number_m.tally(number_m.simulate(pop["number"][answered_mask], rng=rng))
+                mean = estimate_mean("age", number_m, tally, number_range, split="sampling", population=N,
+                                     skipped=skipped)
+                low_v, high_v = mean.ci()
+                m = int(answers[q].sum())
+                s2 = float(values[answers[q]].var(ddof=1))
+                exact = exact_variance(s2, float(v_number[pop["number"][answers[q]]].mean()), answered, m)
+                record("number mean", mean.mean, mean.variance, exact, low_v, high_v, truth_v)
+    truths = dict(zip(names, (truth_c_count, truth_c_prop, truth_m_count, truth_m_prop, truth_v), strict=True))
+    for name in names:
+        check(f"skips {rate} ε={epsilon} {name}", *results[name], truth=truths[name])
+
+
+def test_skipped_answers_count_as_zeros_in_the_horvitz_thompson_total() -> None:
+    """A question drawn for 300 of 600 respondents, answered by 200 and skipped by 100: the count is
+    (600/300)·ĉ (not (600·200/300)/200·ĉ rounded), its variance that of a total over the 300 drawn with
+    the skippers' zeros, and the proportion the answerers' ĉ/200."""
+    m = GRR(3.0, 2)
+    tally = Tally(200, (150, 50))
+    r = estimate_pure("q", "choice", m, tally, labels=["y", "n"], split="sampling", population=600, skipped=100)
+    own = m.estimate_tally(tally)
+    np.testing.assert_allclose(r.counts, own.counts * 2)
+    np.testing.assert_allclose(r.proportions, own.counts / 200)
+    gap, q = m.gap, m.q_star
+    t = np.concatenate([np.full(150, (1 - q) / gap), np.full(50, -q / gap), np.zeros(100)])  # category 0
+    expected = 600**2 * ((1 - 0.5) * t.var(ddof=1) + 0.5 * own.variance[0] / 300) / 300
+    assert r.variance[0] == pytest.approx(expected)
+    assert r.population == 400 and r.to_dict()["n"] == 400
+    with pytest.raises(InvalidParameter, match="skipped 100"):
+        estimate_pure("q", "choice", m, tally, labels=["y", "n"], split="sampling", population=250, skipped=100)
+    per_question = estimate_pure("q", "choice", m, tally, labels=["y", "n"], split="per_question", population=600,
+                                 skipped=100)
+    assert per_question.population == 200 and per_question.interval_method == "score-cc"
