@@ -9,6 +9,9 @@
   acknowledged report is lost to the close and nothing slips in after it.
 * Two admins creating the same campaign id at once: one 201, the others 409, and the winner's key is the
   one on disk (reports sealed to the returned public key decrypt).
+* A survey's batch (choice, multi, number) posted by 8 threads at once counts each report once, every
+  question's tally equal to a recount; 8 central survey releases at once are all served (never a 503 from
+  a conflict between the workers' transactions) and each is charged once.
 
 Each runs over SQLite and over PostgreSQL (``backend_aggregator``).
 """
@@ -122,3 +125,68 @@ def test_creating_one_id_twice_at_once_keeps_the_winners_key(server: RunningServ
     assert server.get("/api/v1/campaigns/race-create").json()["public_key"] == winner["public_key"]
     envelopes = simulate_envelopes(winner, [0, 1, 1, 0], rng=np.random.default_rng(4))
     assert upload(server, "race-create", envelopes) == {"accepted": 4, "duplicate": 0, "rejected": 0}
+
+
+SURVEY: list[dict[str, Any]] = [
+    {"id": "smoke", "text": "Smoke?", "kind": "choice", "categories": ["no", "yes"]},
+    {"id": "apps", "text": "Apps?", "kind": "multi", "options": ["mail", "maps", "news"], "max_selected": 2},
+    {"id": "age", "text": "Age?", "kind": "number", "range": [18, 99]},
+]  # fmt: skip
+
+
+def _survey_envelopes(config: CampaignConfig, n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` devices' sealed survey answers (randomized locally, or the values of a central survey)."""
+    from deniable.shared.sampling import seeded_randbelow
+    from deniable.shared.survey import check_answers, randomize_answers
+
+    rng = np.random.default_rng(seed)
+    randbelow = seeded_randbelow(rng)
+    envelopes = []
+    for i in range(n):
+        answers = check_answers(config.questions, {"smoke": ["no", "yes"][i % 2], "apps": [["mail"], []][i % 2],
+                                                   "age": 18 + i % 80})  # fmt: skip
+        reports = randomize_answers(config.questions, "per_question", answers, randbelow=randbelow)
+        envelopes.append(config.seal(config.make_payload(reports), device_secret=rng.bytes(32)).to_json())
+    return envelopes
+
+
+def test_the_same_survey_batch_from_many_threads_counts_once(server: RunningServer) -> None:
+    config = CampaignConfig.from_json(server.create_campaign(
+        id="race-survey", title="Race", questions=SURVEY, epsilon=3.0, split="per_question"))  # fmt: skip
+    envelopes = _survey_envelopes(config, 40, seed=5)
+    replies = _together([_post(server, config.id, envelopes)] * THREADS)
+    assert all(r.status_code == 200 for r in replies), [r.text[:200] for r in replies]
+    accepted = Counter(result["report_id"] for r in replies for result in r.json()["results"]
+                       if result["status"] == "accepted")  # fmt: skip
+    assert len(accepted) == len(envelopes) and set(accepted.values()) == {1}
+    body = server.estimate(config.id)
+    assert body["n"] == len(envelopes) and [q["answered"] for q in body["questions"]] == [len(envelopes)] * 3
+    from deniable.aggregator.verify import verify_store
+
+    store = server.open_store()
+    try:
+        [check] = [c for c in verify_store(store) if c.campaign_id == config.id]
+    finally:
+        store.close()
+    assert check.ok and check.reports == len(envelopes), check.mismatches
+
+
+def test_central_survey_releases_racing_each_other_are_all_served_and_charged_once(server: RunningServer) -> None:
+    """On PostgreSQL the workers' SERIALIZABLE release transactions conflict; each conflict is run again
+    (``Store.retrying``), never answered 503, and each release is logged with its cost once."""
+    config = CampaignConfig.from_json(server.create_campaign(
+        id="race-central-survey", title="Race", questions=SURVEY, epsilon=3.0, split="per_question",
+        trust_model="central", budget=100.0, release_policy={"min_reports": 1, "min_refresh_interval_seconds": 0},
+    ))  # fmt: skip
+    assert upload(server, config.id, _survey_envelopes(config, 30, seed=6))["accepted"] == 30
+    url = f"{server.url}/api/v1/campaigns/{config.id}/estimate"
+
+    def release(question: str) -> Callable[[], requests.Response]:
+        return lambda: requests.get(url, params={"question": question, "refresh": "true"},
+                                    headers=server.auth("analyst"), timeout=60)  # fmt: skip
+
+    replies = _together([release(SURVEY[i % 3]["id"]) for i in range(THREADS)])
+    assert [r.status_code for r in replies] == [200] * THREADS, [r.text[:300] for r in replies]
+    logged = server.get(f"/api/v1/campaigns/{config.id}/releases", role="analyst", params={"limit": 100}).json()
+    assert len(logged["releases"]) == THREADS
+    assert server.estimate(config.id, question="age")["accountant"]["spent"] == pytest.approx(THREADS * 1.0)
