@@ -33,7 +33,7 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.gaussian import L2_SENSITIVITY_SQUARED, calibrate_discrete_gaussian, zcdp_rho
 from deniable.shared.limits import MAX_SUBSAMPLE_DENOMINATOR_BITS
 
-__all__ = ["Charge", "charge_release", "costs", "gaussian_sigma2", "release_cost", "subsample_rate", "totals_body"]
+__all__ = ["charge_release", "costs", "gaussian_sigma2", "release_cost", "subsample_rate", "totals_body"]
 
 #: σ² of the Gaussian noise is kept on this grid (rounded up: more noise, never less).
 _SIGMA2_GRID = 10**6

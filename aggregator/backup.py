@@ -45,7 +45,7 @@ from deniable.client.secret_file import DIR_MODE, SECRET_MODE, write_secret_file
 from deniable.shared.errors import BackupError
 from deniable.shared.fields import plural
 
-__all__ = ["BACKUP_FORMAT", "BackupSummary", "backup_data_dir", "register", "restore_data_dir"]
+__all__ = ["backup_data_dir", "register", "restore_data_dir"]
 
 BACKUP_FORMAT = "deniable-backup/1"
 DATABASE_NAME = "deniable.sqlite3"  # the same name as deniable.aggregator.api.app.DATABASE_NAME (checked by a test)

@@ -79,15 +79,7 @@ from deniable.shared.noise import (
     sensitivity,
 )
 
-__all__ = [
-    "charge",
-    "poisson_subsample",
-    "release",
-    "release_key",
-    "remaining",
-    "render",
-    "spent_text",
-]
+__all__ = ["charge", "release", "release_key", "remaining", "render", "spent_text"]
 
 #: Exact decimal arithmetic: any sum of decimals written as floats (exponents −324..308) fits in 2,000
 #: digits, and the traps turn a dropped digit into an error rather than a rounding.

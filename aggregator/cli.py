@@ -27,16 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = [
-    "COMMAND_MODULES",
-    "EXTRAS",
-    "HelpFormatter",
-    "build_parser",
-    "env_int",
-    "main",
-    "needs",
-    "version",
-]
+__all__ = ["build_parser", "env_int", "main", "needs", "version"]
 
 #: Modules contributing subcommands, in the order ``deniable --help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (

@@ -65,8 +65,6 @@ __all__ = [
     "is_postgres_url",
     "member_of",
     "pg_ddl",
-    "pg_sql",
-    "redact_url",
     "unavailable",
 ]
 

@@ -41,10 +41,7 @@ from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms import Tally
 from deniable.shared.noise import NOISES, check_noise
 
-__all__ = [
-    "central_estimate", "central_top", "estimate", "group_page_size", "local_estimate", "release_policy", "round_of",
-    "shuffled_privacy", "stored_estimate",
-]
+__all__ = ["central_top", "estimate", "release_policy", "round_of", "stored_estimate"]
 
 
 def _check_group_by(config: CampaignConfig, group_by: str | None) -> None:

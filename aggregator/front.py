@@ -47,7 +47,7 @@ from deniable.shared.limits import (
     MAX_HEADER_FIELDS,
 )
 
-__all__ = ["ENVIRON_INGEST_LIMIT", "Front", "FrontSettings", "RateLimits", "error_bytes"]
+__all__ = ["ENVIRON_INGEST_LIMIT", "Front", "FrontSettings", "error_bytes"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -39,7 +39,7 @@ from deniable.shared.tokens import TOKEN_REQUEST_BYTES, TOKEN_TYPE, Admission
 if TYPE_CHECKING:
     from deniable.aggregator.store import Store
 
-__all__ = ["ISSUER_KIND", "Issuer", "IssuerKeys"]
+__all__ = ["Issuer", "IssuerKeys"]
 
 #: ``campaign_keys.kind`` of a campaign's issuer key (sealed in the database over PostgreSQL).
 ISSUER_KIND = "issuer"

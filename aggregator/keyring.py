@@ -44,7 +44,7 @@ from deniable.shared.keys import decode_key, encode_key, generate_keypair, publi
 if TYPE_CHECKING:
     from deniable.aggregator.store import Store
 
-__all__ = ["KEY_FILE_FORMAT", "KeyProblem", "Keyring", "check_key_file", "encode_key_file", "load_private_key"]
+__all__ = ["KEY_FILE_FORMAT", "KeyProblem", "Keyring", "encode_key_file", "load_private_key"]
 
 log = logging.getLogger("deniable.aggregator")
 

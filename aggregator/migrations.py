@@ -106,7 +106,7 @@ from typing import Any
 
 from deniable.aggregator.database import PostgresConnection, pg_ddl
 
-__all__ = ["MIGRATIONS", "PG_BASELINE", "PG_BASELINE_VERSION", "SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "PG_BASELINE", "SCHEMA_VERSION", "migrate", "schema_version"]
 
 _V1: tuple[str, ...] = (
     """

@@ -59,7 +59,7 @@ from deniable.shared.mechanisms.registry import KINDS
 from deniable.shared.survey import SPLIT_MODES, SPLIT_REQUESTS
 from deniable.shared.tokens import TOKEN_TYPE
 
-__all__ = ["DOCUMENT", "document"]
+__all__ = ["document"]
 
 _SLUG = {"type": "string", "pattern": SLUG_PATTERN, "minLength": 1, "maxLength": SLUG_MAX_CHARS}
 #: The mechanism enums, filled from the registry by :func:`document` (these are the built-in ones).

@@ -37,7 +37,7 @@ from deniable.shared.limits import (
     MAX_REFRESH_INTERVAL_SECONDS,
 )
 
-__all__ = ["DEFAULT_POLICY", "POLICY_FIELDS", "ReleasePolicy", "check_release", "next_refresh_at", "parse_policy"]
+__all__ = ["DEFAULT_POLICY", "ReleasePolicy", "check_release", "next_refresh_at", "parse_policy"]
 
 #: The keys of a policy body (``PUT .../release-policy`` or ``release_policy`` at creation); both required.
 POLICY_FIELDS = ("min_reports", "min_refresh_interval_seconds")

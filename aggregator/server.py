@@ -43,14 +43,7 @@ from deniable.aggregator.front import Front, FrontSettings, error_bytes
 from deniable.aggregator.log_format import EscapingFormatter
 from deniable.shared.limits import MAX_HEADER_BYTES
 
-__all__ = [
-    "AggregatorServer",
-    "DeniableH11Protocol",
-    "DeniableWorker",
-    "PrivateLogger",
-    "gunicorn_options",
-    "worker_class",
-]
+__all__ = ["AggregatorServer", "PrivateLogger", "gunicorn_options"]
 
 GRACEFUL_TIMEOUT = 15
 

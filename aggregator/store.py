@@ -60,14 +60,7 @@ from deniable.shared.mechanisms.estimate import Tally
 
 T = TypeVar("T")
 
-__all__ = [
-    "OVERALL",
-    "CampaignRecord",
-    "PolicyRow",
-    "ReleaseLogRow",
-    "ReportRow",
-    "Store",
-]
+__all__ = ["OVERALL", "CampaignRecord", "ReportRow", "Store"]
 
 #: The ``(group_field, group_value)`` key of a campaign's overall tally.
 OVERALL: tuple[str, str] = ("", "")

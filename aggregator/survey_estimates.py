@@ -39,7 +39,7 @@ from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms.estimate import Tally
 from deniable.shared.survey_estimate import estimate_question
 
-__all__ = ["question_slots", "survey_central_estimate", "survey_group_page_size", "survey_local_estimate"]
+__all__ = ["question_slots", "survey_central_estimate", "survey_local_estimate"]
 
 
 def question_slots(config: CampaignConfig, question: str | None) -> tuple[Slot, ...]:

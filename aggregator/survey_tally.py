@@ -32,7 +32,7 @@ from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import Tally
 from deniable.shared.questions import Question
 
-__all__ = ["HEADER", "Slot", "layout", "question_tally", "recount_support", "report_support", "width"]
+__all__ = ["Slot", "layout", "question_tally", "recount_support", "report_support", "width"]
 
 #: Cells before a question's own tally: answers, skipped.
 HEADER = 2

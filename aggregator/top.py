@@ -30,7 +30,7 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.limits import MAX_TOP
 from deniable.shared.selection import score_scale, top_answers, utility_gap
 
-__all__ = ["SAMPLING", "UTILITY_BETA", "release_top"]
+__all__ = ["SAMPLING", "release_top"]
 
 #: Failure probability of the stated utility bound.
 UTILITY_BETA = 0.05

@@ -19,7 +19,7 @@ from deniable.aggregator.service import config_of
 from deniable.aggregator.store import OVERALL, Store
 from deniable.shared.mechanisms.estimate import Tally
 
-__all__ = ["CampaignCheck", "recount", "verify_keys", "verify_store"]
+__all__ = ["recount", "verify_keys", "verify_store"]
 
 
 @dataclass

@@ -34,7 +34,7 @@ from deniable.shared.messages import show
 from .state import DeviceState
 from .transport import Transport, error_message
 
-__all__ = ["check_pin", "fetch_config", "pin_summary", "resolve_config"]
+__all__ = ["fetch_config", "resolve_config"]
 
 _SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model", "budget", "adjacency")
 

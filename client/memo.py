@@ -60,18 +60,12 @@ from .drbg import HmacDrbg
 from .report import randomize_index, randomize_survey
 
 __all__ = [
-    "ANSWER_TAG_KEY",
-    "ONE_SHOT_PERSONALIZATION",
-    "PERSONALIZATION",
-    "ROUND_PERSONALIZATION",
     "answer_tag",
-    "answers_digest",
     "drawn_question",
     "one_shot_answer",
     "permanent_response",
     "round_report_id",
     "survey_answer_id",
-    "survey_nonce",
     "survey_one_shot",
     "survey_permanent",
     "survey_round_report_id",

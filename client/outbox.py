@@ -71,14 +71,7 @@ from deniable.shared.limits import RETRY_AFTER_MAX_WAIT
 from .state import DeviceState, OutboxEntry
 from .transport import Response, Transport, error_message
 
-__all__ = [
-    "Delivery",
-    "FlushResult",
-    "Outbox",
-    "RetryPolicy",
-    "post_batch",
-    "read_batch_reply",
-]
+__all__ = ["Delivery", "FlushResult", "Outbox", "RetryPolicy", "post_batch"]
 
 _RETRYABLE_4XX = frozenset({408, 425})
 

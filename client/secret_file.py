@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DIR_MODE", "SECRET_MODE", "fsync_directory", "write_secret_file", "write_secret_stream"]
+__all__ = ["DIR_MODE", "SECRET_MODE", "write_secret_file", "write_secret_stream"]
 
 SECRET_MODE = 0o600
 DIR_MODE = 0o700

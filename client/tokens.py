@@ -27,12 +27,10 @@ from dataclasses import dataclass
 
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidConfig, InvalidParameter
+from deniable.shared.limits import MAX_TOKEN_REQUESTS
 from deniable.shared.tokens import Admission, Token, TokenRequest
 
-__all__ = ["MAX_TOKENS_PER_BATCH", "WALLET_SCHEMA", "TokenBatch", "held", "store_tokens", "take_token"]
-
-#: Most token requests in one batch (the issuer route takes as many per call).
-MAX_TOKENS_PER_BATCH = 32
+__all__ = ["WALLET_SCHEMA", "TokenBatch", "held", "store_tokens", "take_token"]
 
 #: The wallet table, created with the rest of the device state.
 WALLET_SCHEMA = """
@@ -62,10 +60,11 @@ class TokenBatch:
 
     @classmethod
     def create(cls, config: CampaignConfig, count: int) -> TokenBatch:
-        """``count`` fresh blinded requests (1..:data:`MAX_TOKENS_PER_BATCH`)."""
+        """``count`` fresh blinded requests (1..:data:`~deniable.shared.limits.MAX_TOKEN_REQUESTS`, what the
+        issuing route signs per call)."""
         admission = admission_of(config)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_TOKENS_PER_BATCH:
-            raise InvalidParameter(f"'count' must be a whole number from 1 to {MAX_TOKENS_PER_BATCH}, got {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_TOKEN_REQUESTS:
+            raise InvalidParameter(f"'count' must be a whole number from 1 to {MAX_TOKEN_REQUESTS}, got {count!r}")
         return cls(config.id, admission, tuple(TokenRequest.create(config.id, admission) for _ in range(count)))
 
     @property

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deniable.analyst.http import Connection, resolve_token, resolve_url
+from deniable.analyst.http import AggregatorConnection, resolve_token, resolve_url
 from deniable.analyst.records import RELEASE_COLUMNS, Records, estimate_rows, timeline_rows
 from deniable.shared.contract import CAMPAIGNS_PATH, campaign_path
 from deniable.shared.errors import InvalidParameter
@@ -75,7 +75,7 @@ class Analyst:
         timeout: float = 60.0,
     ) -> None:
         self.url = resolve_url(url)
-        self._http = Connection(self.url, resolve_token(token, token_file=token_file), timeout=timeout)
+        self._http = AggregatorConnection(self.url, resolve_token(token, token_file=token_file), timeout=timeout)
 
     def __repr__(self) -> str:
         return f"Analyst({self.url!r})"

@@ -1,6 +1,6 @@
 """JSON over HTTP(S) for analysts, with the standard library only, and the answer's errors as typed errors.
 
-:class:`Connection` sends one request with the bearer token and returns the decoded JSON body of a 2xx
+:class:`AggregatorConnection` sends one request with the bearer token and returns the decoded JSON body of a 2xx
 answer; every other outcome raises a :class:`~deniable.shared.errors.DeniableError` subclass chosen by the
 error body's ``code`` (the aggregator's one error table), else by the status:
 
@@ -51,7 +51,7 @@ from deniable.shared.errors import (
     UnknownCampaign,
 )
 
-__all__ = ["DEFAULT_URL", "Connection", "error_from_answer", "resolve_token", "resolve_url"]
+__all__ = ["DEFAULT_URL", "AggregatorConnection", "error_from_answer", "resolve_token", "resolve_url"]
 
 #: Where ``deniable serve`` listens by default.
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -158,7 +158,7 @@ def error_from_answer(status: int | None, body: Any, *, context: str, retry_afte
     return exc
 
 
-class Connection:
+class AggregatorConnection:
     """Requests to one aggregator with one bearer token."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
@@ -169,7 +169,7 @@ class Connection:
         self.timeout = float(timeout)
 
     def __repr__(self) -> str:  # never the token
-        return f"Connection({self.url!r})"
+        return f"AggregatorConnection({self.url!r})"
 
     def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None) -> Any:
         """Send ``method path?params`` (None-valued params left out) with a JSON ``body``; return the

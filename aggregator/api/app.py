@@ -42,7 +42,7 @@ from deniable.aggregator.service import Service
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT
 
-__all__ = ["DATABASE_NAME", "DEFAULTS", "create_app"]
+__all__ = ["DATABASE_NAME", "create_app"]
 
 DATABASE_NAME = "deniable.sqlite3"
 

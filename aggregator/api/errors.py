@@ -43,7 +43,7 @@ from deniable.shared.errors import (
     UnknownCampaign,
 )
 
-__all__ = ["STATUS_OF", "error_response", "register_error_handlers"]
+__all__ = ["STATUS_OF", "register_error_handlers"]
 
 log = logging.getLogger("deniable.aggregator")
 

@@ -30,8 +30,6 @@ from deniable.aggregator.api.context import current_service
 
 __all__ = [
     "COOKIE",
-    "SESSION_HOURS",
-    "SIGN_IN_COOKIE",
     "Session",
     "check_csrf",
     "check_sign_in_csrf",

@@ -33,7 +33,7 @@ from deniable.aggregator.store import Store
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 
-__all__ = ["EXPORT_FORMAT", "ExportSummary", "export_campaign", "group_column", "read_manifest", "schema_of"]
+__all__ = ["EXPORT_FORMAT", "export_campaign", "group_column", "read_manifest", "schema_of"]
 
 #: The manifest's ``format`` value; readers refuse any other.
 EXPORT_FORMAT = "deniable-export/1"

@@ -28,7 +28,7 @@ from deniable.aggregator.batch.kernel import OPERATORS, Condition, Partial, Plan
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["PRIVACY_NOTE", "BatchResult", "local_client", "parse_condition", "run_batch", "tally_file"]
+__all__ = ["PRIVACY_NOTE", "BatchResult", "local_client", "parse_condition", "run_batch"]
 
 PRIVACY_NOTE = (
     "post-processing of ε-LDP reports: every device randomized its answer before it left the device, so "

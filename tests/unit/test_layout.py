@@ -4,7 +4,9 @@
   ``estimates`` twice, once as the service and once as its route): a name says which module it is.
 * A dataclass with a boolean field is built with keywords only: ``Receipt(..., False, False, ..., True)``
   said nothing about which flag was which.
-* ``ReportRow`` means one thing (it was also the device's row of an ε spend, now ``SpendRow``).
+* ``ReportRow`` means one thing (it was also the device's row of an ε spend, now ``SpendRow``), and so does
+  every class name.
+* An internal module's ``__all__`` holds only what other modules use.
 """
 
 from __future__ import annotations
@@ -67,15 +69,49 @@ def test_dataclasses_with_a_boolean_field_take_keywords_only() -> None:
     assert not offenders, f"dataclasses with a bool field but no kw_only=True: {offenders}"
 
 
-def test_a_report_row_is_the_aggregators_stored_report_only() -> None:
+def test_a_class_name_means_one_class_in_all_of_deniable() -> None:
+    """``RateLimited`` was the device client's error and a werkzeug class of the service, ``Plan`` the survey
+    planner's and the batch kernel's, ``Connection`` the database protocol and the analyst's HTTP client."""
     where: dict[str, list[str]] = defaultdict(list)
     for tree in TREES:
         for path in _modules(tree):
             for node in ast.parse(path.read_text(encoding="utf-8")).body:
                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                     where[node.name].append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
     assert where["ReportRow"] == ["aggregator/store.py"]  # the device's row of an ε spend is a SpendRow
     assert where["SpendRow"] == ["client/state.py"]
+
+
+#: Modules whose ``__all__`` is a public surface of its own (the device SDK's top level, the analyst's client,
+#: the analyst tools' Python API, and deniable.shared, the library both sides build on).
+_PUBLIC_SURFACES = (ROOT / "client" / "__init__.py", ROOT / "aggregator" / "analyst", ROOT / "aggregator" / "tools",
+                    ROOT / "shared")  # fmt: skip
+
+
+def test_internal_modules_export_only_what_other_modules_use() -> None:
+    """Each name in the ``__all__`` of an internal module (the service and the device client's parts) is
+    named in another file of the repository: code, a test, a benchmark, an example or the docs."""
+    import re
+
+    texts = {
+        path: path.read_text(encoding="utf-8")
+        for folder in ("shared", "client", "aggregator", "tests", "benchmarks", "examples", "docs")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".md") and path.is_file()
+    }
+    texts[ROOT / "README.md"] = (ROOT / "README.md").read_text(encoding="utf-8")
+    words = {path: set(re.findall(r"\w+", text)) for path, text in texts.items()}
+    unused = []
+    for path in [*(ROOT / "aggregator").rglob("*.py"), *(ROOT / "client").rglob("*.py")]:
+        if any(path == p or path.is_relative_to(p) for p in _PUBLIC_SURFACES):
+            continue
+        for node in ast.parse(texts[path]).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                for name in ast.literal_eval(node.value):
+                    if not any(name in found for other, found in words.items() if other != path):
+                        unused.append(f"{path.relative_to(ROOT)}: {name}")
+    assert unused == [], "exported but used by no other module (drop it from __all__)"
 
 
 def test_every_package_folder_is_in_pyprojects_package_list() -> None:
