@@ -3,9 +3,11 @@
 The page is a shell: a heading, a ``<noscript>`` note and one element that the browser client
 (``js/``, bundled into ``static/survey.js`` by ``make js-bundle``; the built file is committed, so nothing
 is built at run time) fills with the form. The script renders the question, the categories, the group
-fields and a plain-language note of what is randomized from the descriptor it fetched, validated and
-pinned itself (``GET /api/v1/campaigns/<id>``), never from this HTML; it randomizes, seals and stores the
-answer in the browser (IndexedDB) and posts only the sealed report to ``/api/v1/campaigns/<id>/reports``.
+fields and a plain-language note of what is randomized from the descriptor it validated and pinned itself
+(the answer of ``GET /api/v1/campaigns/<id>``, which the page carries as a JSON data block so that the
+script need not wait for that round trip; never from the HTML around it); it randomizes, seals and stores
+the answer in the browser (IndexedDB) and posts only the sealed report to
+``/api/v1/campaigns/<id>/reports``.
 
 Routes (all public, listed in :data:`deniable.aggregator.api.auth.SESSION_ACCESS` as browser pages):
 
@@ -98,7 +100,10 @@ def page(campaign_id: str) -> Response:
         return response
     # the bundle's second file, preloaded beside the first when this descriptor will import it
     extra = config.is_survey or config.trust_model != "local" or config.admission is not None
-    response = make_response(render_template("survey/page.html", config=config, extra=extra))
+    # the descriptor's JSON as GET /api/v1/campaigns/<id> serves it, carried by the page as a data block
+    # (never executed): the script validates and pins it as the answer of that GET, one round trip less
+    descriptor = current_service().get_campaign(campaign_id)
+    response = make_response(render_template("survey/page.html", config=config, extra=extra, descriptor=descriptor))
     if config.shuffler is not None:  # a shuffled campaign's reports go to its shuffler, and only there
         origin = urllib.parse.urlsplit(config.shuffler.url)
         allowed = f"{origin.scheme}://{origin.netloc}"

@@ -160,6 +160,9 @@ export class Client {
    * page's origin; `fetch`/`indexedDB` default to the browser's (tests pass Node's and fake-indexeddb).
    * `prefetch` (a campaign id) starts that descriptor's GET while the database opens; the next
    * `campaign(id)` validates and pins its answer (the survey page's start-up: one round trip less to wait).
+   * `descriptorText` (with `prefetch`): that GET's answer, already at hand (the survey page carries it as
+   * a JSON data block, served with the page by the same aggregator): validated and pinned the same way,
+   * without the round trip; later `campaign(id)` calls fetch as usual.
    * `secret` (32 bytes) is the device secret of a NEW database, for simulated fleets and seeded tests only:
    * a real device lets the client draw its secret from the CSPRNG (an existing secret is never replaced).
    */
@@ -183,7 +186,8 @@ export class Client {
     client.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     if (options.prefetch != null) { // the descriptor's GET runs while IndexedDB opens (the page's start-up)
       const id = String(options.prefetch);
-      client.#early = [id, client.#fetchConfig(id).then((config) => ({ config }), (error) => ({ error }))];
+      const early = client.#fetchConfig(id, options.descriptorText ?? null);
+      client.#early = [id, early.then((config) => ({ config }), (error) => ({ error }))];
     }
     const dbName = options.dbName ?? 'deniable';
     client.#lockName = `deniable:${dbName}`;
@@ -250,12 +254,14 @@ export class Client {
   }
 
   /** GET and validate the descriptor of `campaignId` (`deniable.client.config.fetch_config`). */
-  async #fetchConfig(campaignId) {
+  async #fetchConfig(campaignId, text = null) {
     const path = `/api/v1/campaigns/${encodeURIComponent(campaignId)}`;
     let response;
     try {
-      response = await this.#request('GET', path);
+      // the descriptor's JSON as the survey page carries it (the very answer of this GET), or the GET
+      response = text === null ? await this.#request('GET', path) : { status: 200, body: parseJson(text), contentError: null, text };
     } catch (error) {
+      if (text !== null) throw new InvalidConfig(`the page's descriptor of ${pyRepr(campaignId)} is not JSON (${error.message})`);
       throw new TransportError(`${error.message}; nothing was spent or queued, try again later`);
     }
     const { status } = response;

@@ -1,7 +1,8 @@
 /**
  * The bundle's entry (esbuild → aggregator/api/static/survey.js): what a page needs of the package
  * (the client, the descriptor, the errors, the form) and the survey page's start-up: every element with
- * `data-deniable-survey` becomes the form of its `data-campaign`. The central-model samplers and the
+ * `data-deniable-survey` becomes the form of its `data-campaign` (`data-descriptor`: the id of a JSON data
+ * block holding the descriptor as the aggregator serves it, which saves the page's one round trip). The central-model samplers and the
  * test-only decrypt are not in it; the survey question kinds are a chunk loaded only for surveys.
  */
 export { Client, readBatchReply, retryAfterSeconds } from './client.js';
@@ -18,6 +19,7 @@ import { mountSurvey } from './survey.js';
 
 if (typeof document !== 'undefined') {
   for (const element of document.querySelectorAll('[data-deniable-survey]')) {
-    element.deniable = mountSurvey(element, { campaignId: element.dataset.campaign, aggregatorUrl: element.dataset.aggregator || undefined });
+    const descriptorText = element.dataset.descriptor ? document.getElementById(element.dataset.descriptor)?.textContent : undefined;
+    element.deniable = mountSurvey(element, { campaignId: element.dataset.campaign, aggregatorUrl: element.dataset.aggregator || undefined, descriptorText });
   }
 }

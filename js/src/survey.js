@@ -60,7 +60,7 @@ export function privacyNote(campaign) {
   ];
 }
 
-export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable', issueTokens = null } = {}) {
+export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable', issueTokens = null, descriptorText } = {}) {
   campaignId ??= element.dataset.campaign;
   element.dataset.state = 'loading';
   const status = el('p', { className: 'status', role: 'status', 'aria-live': 'polite' });
@@ -72,7 +72,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
   let campaign;
   let kinds = null;
   try {
-    client ??= await Client.open({ aggregatorUrl, dbName, prefetch: campaignId });
+    client ??= await Client.open({ aggregatorUrl, dbName, prefetch: campaignId, descriptorText });
     campaign = await client.campaign(campaignId);
     if (campaign.isSurvey) kinds = await import('./survey-form.js'); // the question kinds' form, surveys only
   } catch (error) {
@@ -155,8 +155,8 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
       element.dataset.state = 'ready';
     }
   });
-  if ((await client.pending()).length) latest = deliver(); // a report queued on an earlier visit
   element.dataset.state = 'ready';
   globalThis.performance?.mark?.('deniable-ready');
+  if ((await client.pending()).length) latest = deliver(); // a report queued on an earlier visit
   return { client, campaign, form, settled: () => latest };
 }

@@ -290,3 +290,17 @@ test('a central survey is refused by default, with nothing spent', async () => {
   assert.equal((await client.ledger()).total, 0);
   assert.equal((await client.pending()).length, 0);
 });
+
+test('open({prefetch, descriptorText}) validates and pins the descriptor the page carries, with no GET', async () => {
+  const config = descriptor('grr');
+  const { fetch, calls } = server(config, (reports) => verdicts(reports));
+  const client = await open(fetch, { prefetch: config.id, descriptorText: JSON.stringify(config) });
+  const campaign = await client.campaign(config.id);
+  assert.deepEqual([campaign.id, calls.length], [config.id, 0]);
+  await client.campaign(config.id); // later calls fetch as usual
+  assert.deepEqual(calls.map((c) => c.method), ['GET']);
+  const other = await open(fetch, { prefetch: config.id, descriptorText: '{"id": ' });
+  await assert.rejects(other.campaign(config.id), { code: 'invalid_config', message: /page's descriptor/ });
+  const wrong = await open(fetch, { prefetch: config.id, descriptorText: JSON.stringify({ ...config, id: 'other-id' }) });
+  await assert.rejects(wrong.campaign(config.id), { code: 'invalid_config', message: /misrouted or tampered/ });
+});

@@ -89,8 +89,14 @@ def test_the_page_is_served_with_a_strict_csp_and_an_unknown_campaign_is_a_404(s
     assert "script-src 'self'" in csp and "default-src 'none'" in csp and "unsafe" not in csp
     assert '<script type="module" src="/survey/static/survey.js"></script>' in page.text
     assert "<script>" not in page.text  # no inline script at all
+    start = page.text.index('<script type="application/json" id="deniable-descriptor">')
+    carried = page.text[page.text.index(">", start) + 1 : page.text.index("</script>", start)]
+    assert json.loads(carried) == requests.get(f"{server.url}/api/v1/campaigns/web-smoking", timeout=30).json()
     bundle = requests.get(f"{server.url}/survey/static/survey.js", timeout=30)
     assert bundle.status_code == 200 and bundle.headers["Content-Type"].startswith("text/javascript")
+    for name in ("survey-extra.js", "survey-compat.js"):
+        part = requests.get(f"{server.url}/survey/static/{name}", timeout=30)
+        assert part.status_code == 200 and part.headers["Content-Type"].startswith("text/javascript")
     assert requests.get(f"{server.url}/survey/no-such-survey", timeout=30).status_code == 404
 
 
