@@ -82,3 +82,29 @@ def test_production_page_has_tls_tokens_backups_upgrades_and_sizing_from_the_ben
     for figure in re.findall(r"\*\*([\d,.]+ (?:reports/s|ms|bytes))\*\*", page):
         assert figure in README, f"production.md cites {figure!r}, which is not a README benchmark figure"
     assert "docs/production.md" in README
+
+
+def test_the_architecture_layout_names_every_module_and_nothing_else() -> None:
+    """docs/architecture.md's layout table names each module of shared/, client/ and aggregator/ (a path, or a
+    file name after the path of its row's first module or folder), and names no module that is gone."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    named: set[str] = set()
+    for row in doc[doc.index("## The layout as built") :].splitlines():
+        if not row.startswith("| `"):
+            continue
+        base = None
+        for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
+            if "/" in name:
+                base = name.rsplit("/", 1)[0] if name.endswith(".py") else name.rstrip("/")
+                if name.endswith(".py"):
+                    named.add(name)
+            elif name.endswith(".py") and base is not None:
+                named.add(f"{base}/{name}")
+    modules = {
+        str(path.relative_to(ROOT))
+        for folder in ("shared", "client", "aggregator")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert sorted(modules - named) == [], "add a line for each to docs/architecture.md"
+    assert sorted(named - modules) == [], "these modules are gone: update docs/architecture.md"
