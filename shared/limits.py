@@ -18,6 +18,21 @@ everywhere: ``'epsilon' must be a number in [0.001, 10], got 11``, closed interv
   is numerical: below 1e-6, p* − q* ≈ ε/2 loses all precision in floating point and the variance overflows;
   the ceiling keeps e^ε and the OLH hash range g = round(e^ε) + 1 far inside exact integer arithmetic.
 
+The other bounds have layers too, each narrower than the one it feeds:
+
+* **Descriptor sizes** (categories, labels, questions, group values, the slug) are one range on both sides:
+  the aggregator refuses to create what a device would refuse to pin, and the OpenAPI document states the
+  same numbers (``tests/unit/test_limits_openapi.py`` walks the whole document and fails on any bound or
+  pattern that is not a constant here).
+* **Batches**: a device sends at most ``CLIENT_BATCH`` (500) envelopes per request, half of the ``MAX_BATCH``
+  (1,000) an aggregator takes (both in :mod:`deniable.shared.contract`, the HTTP contract), so a batch still
+  fits an aggregator configured smaller; a shuffled campaign's ``min_batch`` (:data:`SHUFFLE_MIN_BATCH_RANGE`)
+  is bounded by what one request to the aggregator can carry, and refused at creation when it would not fit
+  that aggregator's body limit. A device asks for at most :data:`MAX_TOKEN_REQUESTS` admission tokens per
+  call, what the issuing route signs.
+* **Server settings** (deadlines, connection bounds, rates, caps) each have a default and an accepted range:
+  the range stops typos that would disable a protection, the default is what a small deployment needs.
+
 A bool is not a number here (JSON ``true`` would otherwise pass as 1) and neither is a string (``"1"``): the
 messages say so, since both are common mistakes of hand-written JSON.
 """
