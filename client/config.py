@@ -34,9 +34,49 @@ from deniable.shared.messages import show
 from .state import DeviceState
 from .transport import Transport, error_message
 
-__all__ = ["fetch_config", "resolve_config"]
+__all__ = ["ValidatedConfigs", "fetch_config", "resolve_config"]
 
 _SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model", "budget", "adjacency")
+
+
+class ValidatedConfigs:
+    """The configs this process validated and found pinned, per campaign id, each with its JSON text.
+
+    A descriptor is immutable, and the device fetches it before every answer: when the aggregator answers
+    with the same JSON text again (the same object, every key and type alike), the config validated from
+    it is reused instead of parsed and validated again. Any other text (another status, a changed field,
+    even the same values re-ordered) is validated from scratch; the pin check runs on every answer either
+    way, so a changed descriptor under the same id is refused as before. Only a config that passed the pin
+    check is kept (it decides where the outbox delivers, and what an offline device answers under).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[str, CampaignConfig]] = {}
+
+    def get(self, campaign_id: str) -> CampaignConfig | None:
+        """The config last validated and pinned for ``campaign_id`` (answering offline), or None."""
+        entry = self._entries.get(campaign_id)
+        return None if entry is None else entry[1]
+
+    def pop(self, campaign_id: str) -> None:
+        """Forget ``campaign_id`` (the next answer fetches and validates it from scratch)."""
+        self._entries.pop(campaign_id, None)
+
+    def parse(self, campaign_id: str, body: object) -> tuple[CampaignConfig, str | None]:
+        """``CampaignConfig.from_json(body)`` and the JSON text of ``body`` (None if it has none), reusing
+        the config kept for ``campaign_id`` when the text is the same."""
+        try:
+            text: str | None = json.dumps(body)
+        except (TypeError, ValueError, RecursionError):  # not a JSON value: from_json says what is wrong
+            text = None
+        entry = self._entries.get(campaign_id)
+        if entry is not None and text is not None and entry[0] == text:
+            return entry[1], text
+        return CampaignConfig.from_json(body), text
+
+    def keep(self, config: CampaignConfig, text: str | None) -> None:
+        """Keep ``config`` (pinned) with the text it was parsed from (None: never reused for a text)."""
+        self._entries[config.id] = ("" if text is None else text, config)
 
 
 def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
@@ -45,6 +85,13 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
     Raises :class:`UnknownCampaign` (404), :class:`TransportError` (unreachable, 5xx, 429),
     :class:`InvalidConfig` (any other answer, an invalid config, or a config for another campaign).
     """
+    return _fetch(transport, campaign_id, None)[0]
+
+
+def _fetch(
+    transport: Transport, campaign_id: str, validated: ValidatedConfigs | None
+) -> tuple[CampaignConfig, str | None]:
+    """:func:`fetch_config`, reusing a config of ``validated`` parsed from the same text; also the text."""
     path = campaign_path(campaign_id)
     try:
         response = transport.request("GET", path)
@@ -69,13 +116,16 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
             f"the aggregator answered {response.status} for the config of {campaign_id!r}: "
             f"{error_message(response)}"
         )
-    config = CampaignConfig.from_json(response.body)
+    if validated is None:
+        config, text = CampaignConfig.from_json(response.body), None
+    else:
+        config, text = validated.parse(campaign_id, response.body)
     if config.id != campaign_id:
         raise InvalidConfig(
             f"asked for the config of campaign {campaign_id!r} but the aggregator answered one for "
             f"{config.id!r}; refusing it (a misrouted or tampered answer)"
         )
-    return config
+    return config, text
 
 
 def pin_summary(config: CampaignConfig) -> dict[str, Any]:
@@ -84,9 +134,9 @@ def pin_summary(config: CampaignConfig) -> dict[str, Any]:
     if config.is_survey:  # a survey: ε, key and trust model as they are, each question's fields as a hash
         summary = {key: full[key] for key in _SUMMARY_FIELDS if key in full}
         summary["split"] = full["split"]["mode"]
-        for question in full["questions"]:  # a local change detector, never sent: sorted JSON is enough
-            text = json.dumps(question, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-            summary[f"question {question['id']}_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        for question in config.questions:
+            # a local change detector, never sent: the question's sorted JSON is enough
+            summary[f"question {question.id}_sha256"] = hashlib.sha256(question.sorted_json.encode("utf-8")).hexdigest()
         summary["title_sha256"] = hashlib.sha256(full["title"].encode("utf-8")).hexdigest()
         summary["group_fields"] = full["group_fields"]
         return summary
@@ -128,21 +178,24 @@ def check_pin(state: DeviceState, config: CampaignConfig) -> None:
 
 
 def resolve_config(
-    state: DeviceState, transport: Transport, campaign_id: str, cache: dict[str, CampaignConfig]
+    state: DeviceState, transport: Transport, campaign_id: str, cache: ValidatedConfigs
 ) -> CampaignConfig:
     """The config to answer under: fetched, validated and checked against the pin (pinned at first use).
 
     When the aggregator cannot be reached, a config this process already validated (``cache``) is used,
     so a device that goes offline can still answer. A closed campaign raises :class:`CampaignClosed`.
     """
+    text: str | None
     try:
-        config = fetch_config(transport, campaign_id)
+        config, text = _fetch(transport, campaign_id, cache)
     except TransportError:
-        if campaign_id not in cache:
+        cached = cache.get(campaign_id)
+        if cached is None:
             raise
-        config = cache[campaign_id]
+        config, text = cached, None
     check_pin(state, config)
-    cache[campaign_id] = config
+    if text is not None or cache.get(campaign_id) is not config:
+        cache.keep(config, text)
     if config.status == "closed":
         raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
     return config

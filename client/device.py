@@ -41,7 +41,7 @@ from deniable.shared.limits import DEVICE_BUDGET_MAX, OUTBOX_MAX_AGE_DEFAULT, OU
 from deniable.shared.questions import LEGACY_QUESTION_ID
 from deniable.shared.tokens import Token
 
-from .config import resolve_config
+from .config import ValidatedConfigs, resolve_config
 from .ledger import Ledger, build_ledger, check_budget, fmt_epsilon
 from .memo import (
     answer_tag,
@@ -182,7 +182,7 @@ class Client:
         except BaseException:
             self._state.close()
             raise
-        self._configs: dict[str, CampaignConfig] = {}
+        self._configs = ValidatedConfigs()
         self._outbox = Outbox(
             self._state,
             self._transport,
@@ -601,7 +601,7 @@ class Client:
         with self._lock, state_errors(self._state.path):
             make_pseudonym(self._state.secret, campaign_id)  # validates the id as submit does
             pinned, dropped = self._state.forget(campaign_id)
-            self._configs.pop(campaign_id, None)
+            self._configs.pop(campaign_id)
             spent = self._state.spent_on(campaign_id)
         result = Forgotten(campaign_id=campaign_id, pinned=pinned, dropped=dropped, spent=float(spent))
         if pinned or dropped or spent:

@@ -72,10 +72,25 @@ class HmacDrbg:
         return bytes(out[:nbytes])
 
     def _take(self, nbytes: int) -> bytes:
-        while len(self._buffer) < nbytes:
-            self._buffer += self.generate(64)
-        chunk, self._buffer = self._buffer[:nbytes], self._buffer[nbytes:]
-        return chunk
+        """The next ``nbytes`` of the stream of ``generate(64)`` blocks (whatever the request sizes were)."""
+        buffer = self._buffer
+        while len(buffer) < nbytes:
+            buffer += self._generate64()
+        self._buffer = buffer[nbytes:]
+        return buffer[:nbytes]
+
+    def _generate64(self) -> bytes:
+        """``generate(64)`` without additional input, unrolled (the same bytes and state): two HMACs of the
+        output chain, then HMAC_DRBG_Update with no provided data."""
+        if self._reseed_counter > _RESEED_INTERVAL:
+            raise RuntimeError("HMAC_DRBG reseed interval exhausted; instantiate a new generator")
+        key, digest = self._key, hmac.digest
+        first = digest(key, self._value, "sha256")
+        second = digest(key, first, "sha256")
+        key = digest(key, second + b"\x00", "sha256")
+        self._key, self._value = key, digest(key, second, "sha256")
+        self._reseed_counter += 1
+        return first + second
 
     def randbelow(self, n: int) -> int:
         """Uniform integer in ``[0, n)``: draw bit_length(n−1) bits, reject values ≥ n (P(reject) < 1/2)."""
@@ -86,7 +101,8 @@ class HmacDrbg:
         nbits = (n - 1).bit_length()
         nbytes = (nbits + 7) // 8
         shift = 8 * nbytes - nbits
+        take = self._take
         while True:
-            candidate = int.from_bytes(self._take(nbytes), "big") >> shift
+            candidate = int.from_bytes(take(nbytes), "big") >> shift
             if candidate < n:
                 return candidate

@@ -16,7 +16,18 @@ from typing import Any
 
 from deniable.shared.errors import InvalidParameter, InvalidReport
 
-__all__ = ["canonical_json", "parse_json", "parse_json_object"]
+__all__ = ["Canonical", "canonical_json", "parse_json", "parse_json_object"]
+
+
+class Canonical:
+    """A value already encoded as canonical JSON (by :func:`canonical_json`), written as it is where it
+    appears inside another value: a part encoded once is not encoded again with every whole that holds it
+    (canonical JSON of an object or array is the concatenation of its members' canonical JSON)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, encoded: bytes) -> None:
+        self.text = encoded.decode("utf-8")
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -73,6 +84,8 @@ def _canonical(obj: Any, out: list[str]) -> None:
         out.append("]")
     elif isinstance(obj, Mapping):
         _mapping(obj, out)
+    elif kind is Canonical:
+        out.append(obj.text)
     else:
         raise InvalidParameter(f"canonical JSON cannot encode a {type(obj).__name__}")
 

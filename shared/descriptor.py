@@ -738,6 +738,8 @@ class CampaignConfig:
     @cached_property
     def _fingerprint(self) -> str:  # every field is frozen, and status (the one that is not pinned) is left out
         pinned = {key: value for key, value in self.to_json().items() if key not in _UNPINNED_KEYS}
+        if self.is_survey:  # each question's canonical JSON, encoded once per question
+            pinned["questions"] = [q.canonical for q in self.questions]
         return hashlib.sha256(canonical_json(pinned)).hexdigest()
 
     @cached_property

@@ -96,6 +96,14 @@ def check_labels(
     if not isinstance(values, list | tuple) or not low <= len(values) <= high:
         size = f"{len(values)} of them" if isinstance(values, list | tuple) else show(values)
         raise InvalidConfig(f"{where} must be a list of {low}..{high} {noun}, got {size}")
+    # the common case (every label a valid, unique string) in a few C-level passes; the loops below name
+    # the first offending label when it is not
+    if (
+        all(type(label) is str and 0 < len(label) <= max_chars for label in values)
+        and _encodes("".join(values))
+        and len(set(values)) == len(values)
+    ):
+        return tuple(values)
     for i, label in enumerate(values):
         item = f"{where[:-1]}[{i}]'"
         if not isinstance(label, str) or not 1 <= len(label) <= max_chars:
@@ -107,6 +115,15 @@ def check_labels(
             raise InvalidConfig(f"{where} must be unique, {label!r} appears twice")
         seen.add(label)
     return tuple(values)
+
+
+def _encodes(text: str) -> bool:
+    """True when ``text`` is valid UTF-8-encodable Unicode (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_trimmed_labels(where: str, labels: tuple[str, ...]) -> None:

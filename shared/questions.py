@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import secrets
 from abc import ABC, abstractmethod
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
 
+from deniable.shared.canonical_json import Canonical, canonical_json
 from deniable.shared.errors import DeniableError, InvalidAnswer, InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.fields import (
     check_categories,
@@ -235,6 +237,17 @@ class Question(ABC):
                 "and there is no mechanism"
             )
         return self._mechanism
+
+    @functools.cached_property
+    def canonical(self) -> Canonical:
+        """The canonical JSON of :meth:`to_json`, encoded once (the descriptor's fingerprint embeds it)."""
+        return Canonical(canonical_json(self.to_json()))
+
+    @functools.cached_property
+    def sorted_json(self) -> str:
+        """:meth:`to_json` as JSON text with sorted keys and no spaces (``json.dumps``, not canonical: floats
+        as Python writes them), encoded once: what a device's pin summary hashes per question."""
+        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
         """The question object of the descriptor (``share`` and ``optional`` only when set)."""
@@ -584,8 +597,32 @@ class NumberQuestion(Question):
 _KINDS: dict[str, type[Question]] = {cls.kind: cls for cls in (ChoiceQuestion, MultiQuestion, NumberQuestion)}
 
 
+#: Questions parsed before, by the ``repr`` of their JSON object (see :func:`question_from_json`).
+_PARSED: dict[str, Question] = {}
+_PARSED_MAX = 512
+
+
 def question_from_json(obj: object, position: int) -> Question:
-    """Parse one question object of a format 3 descriptor: ``InvalidConfig`` (only) naming the question."""
+    """Parse one question object of a format 3 descriptor: ``InvalidConfig`` (only) naming the question.
+
+    A question is immutable and a pure function of its JSON object, so a question object seen before (the
+    same keys, values and types: the same ``repr`` of a parsed JSON object) is not validated again: its
+    parsed question is returned. Only valid questions are kept (at most 512, oldest dropped first).
+    """
+    key = repr(obj) if type(obj) is dict else None
+    if key is not None:
+        known = _PARSED.get(key)
+        if known is not None:
+            return known
+    question = _question_from_json(obj, position)
+    if key is not None:
+        if len(_PARSED) >= _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[key] = question
+    return question
+
+
+def _question_from_json(obj: object, position: int) -> Question:
     where = f"questions[{position}]"
     if not isinstance(obj, dict):
         raise InvalidConfig(f"{where!r} must be a JSON object, got {show(obj)}")

@@ -70,12 +70,13 @@ MAX_REASON_CHARS = 500
 def split_epsilons(epsilon: float, shares: Sequence[int]) -> tuple[float, ...]:
     """ε_q = the largest double ≤ Fraction(ε)·share_q/Σ shares, for each share: Σ Fraction(ε_q) ≤ Fraction(ε)."""
     total = sum(shares)
-    exact = Fraction(epsilon)
+    numerator, denominator = Fraction(epsilon).as_integer_ratio()
     out = []
-    for share in shares:
-        target = exact * share / total
-        value = float(target)
-        if Fraction(value) > target:
+    for share in shares:  # target = numerator·share / (denominator·total), in integers (no Fraction per share)
+        top, bottom = numerator * share, denominator * total
+        value = top / bottom  # int / int is correctly rounded, as float(Fraction) is
+        p, q = value.as_integer_ratio()
+        if p * bottom > top * q:  # Fraction(value) > target
             value = math.nextafter(value, 0.0)
         out.append(value)
     return tuple(out)

@@ -435,12 +435,33 @@ class Piecewise(MeanMechanism):
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019
     def _cdf(self, j: int) -> tuple[int, ...]:
+        """D·P(report ≤ k | j) for k = 0..N, in integers: the law of :meth:`pmf` times D, term by term.
+
+        With s = a/b and M = J(a+b), every argument of H in :meth:`pmf` is x/M for an integer x, and
+        D·(s/N)·H(x/M) = a²·Ĥ(x), D·(1/(sN))·H(x/M) = b²·Ĥ(x) for the integer Ĥ(x) = 2M²·H(x/M) (0, (x+M)²,
+        2M² − (M−x)², 2M² on the four pieces), so D·P(k | j) = a²[Ĥ(x_r) − Ĥ(x_l)] + b²[Ĥ(x_l) − Ĥ(−kM) +
+        Ĥ((N−k)M) − Ĥ(x_r)] with x_l = N·a·j − kM, x_r = N(a·j + b·J) − kM: exact integers, no rational
+        arithmetic (``tests/unit/test_mean_mechanisms.py`` checks them against :meth:`pmf`)."""
+        j = self.check_index(j)
+        a, b = self.s.numerator, self.s.denominator
+        n_cells, m = self.lattice, self.steps * (a + b)
+        a2, b2, top = a * a, b * b, 2 * m * m
+
+        def hat(x: int) -> int:
+            if x <= -m:
+                return 0
+            if x <= 0:
+                return (x + m) ** 2
+            if x <= m:
+                return top - (m - x) ** 2
+            return top
+
+        left, right = n_cells * a * j, n_cells * (a * j + b * self.steps)
         cdf, running = [], 0
-        for p in self.pmf(j):
-            scaled = p * self._denominator
-            if scaled.denominator != 1:  # the common denominator is proved above; never sample an approximation
-                raise AssertionError(f"piecewise: P(k | {j}) is not a multiple of 1/D")
-            running += int(scaled)
+        for k in range(n_cells + 1):
+            shift = k * m
+            h_left, h_right = hat(left - shift), hat(right - shift)
+            running += a2 * (h_right - h_left) + b2 * (h_left - hat(-shift) + hat(n_cells * m - shift) - h_right)
             cdf.append(running)
         if running != self._denominator:
             raise AssertionError(f"piecewise: the law of index {j} does not sum to 1")

@@ -46,6 +46,27 @@ def test_rejects_short_entropy_and_bad_requests() -> None:
         drbg.randbelow(0)
 
 
+def test_randbelow_reads_the_stream_of_generate_64_blocks() -> None:
+    """randbelow's bytes are the concatenation of generate(64) blocks (the stream the device vectors fix),
+    whatever the sizes of the requests, after any use of generate."""
+    stream_drbg, drbg = HmacDrbg(b"\x05" * 32, b"n", b"p"), HmacDrbg(b"\x05" * 32, b"n", b"p")
+    assert stream_drbg.generate(16) == drbg.generate(16)
+    stream = b"".join(stream_drbg.generate(64) for _ in range(20))
+    bounds = [2**130 + 7, 3, 2**64, 255, 256, 2**8 + 1, 10**40] * 8
+    position, expected = 0, []
+    for n in bounds:
+        nbits = (n - 1).bit_length()
+        nbytes = (nbits + 7) // 8
+        while True:
+            candidate = int.from_bytes(stream[position : position + nbytes], "big") >> (8 * nbytes - nbits)
+            position += nbytes
+            if candidate < n:
+                expected.append(candidate)
+                break
+    assert position < len(stream)
+    assert [drbg.randbelow(n) for n in bounds] == expected
+
+
 @pytest.mark.parametrize("n", [2, 3, 7, 10, 256, 1000])
 def test_randbelow_is_uniform(n: int) -> None:
     """χ² goodness of fit of 200·n draws against the uniform law on [0, n) (fixed seed, α = 1e-4)."""

@@ -18,6 +18,7 @@ import pytest
 from support.faulty import AppTransport, FaultyTransport, Request
 
 import deniable.client
+import deniable.client.config
 from deniable.aggregator.api.app import create_app
 from deniable.client import (
     BudgetExceeded,
@@ -31,6 +32,7 @@ from deniable.client import (
     UnknownCampaign,
 )
 from deniable.client.state import DB_FILE, SECRET_FILE
+from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import AnswerChanged, BatchRefused, DeviceSecretDamaged
 
 ADMIN = {"Authorization": "Bearer admin-token-for-tests"}
@@ -266,6 +268,39 @@ def test_a_changed_config_is_refused_after_pinning(
         tampered.submit("pinned", "yes")
     assert what in str(info.value)
     assert tampered.ledger().spent == 1.0 and len(tampered.pending()) == 1
+
+
+def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
+    server: Server, make_client: Callable[..., Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same client fetches before every answer: the same JSON text reuses the config validated from it;
+    a changed descriptor under the same id is validated again and refused by the pin, the cache
+    notwithstanding; the cached config stays the pinned one (the outbox routes by it)."""
+    server.campaign("cached", ["yes", "no"], recurring=True)
+    link = FaultyTransport(server.transport)
+    client = make_client(transport=link)
+    parsed: list[object] = []
+
+    class Counting:  # the client's parser, counted (the in-process aggregator parses on its own side)
+        @staticmethod
+        def from_json(obj: object) -> CampaignConfig:
+            parsed.append(obj)
+            return CampaignConfig.from_json(obj)
+
+    monkeypatch.setattr(deniable.client.config, "CampaignConfig", Counting)
+    client.submit("cached", "yes", recurring=True, round="r1")
+    client.submit("cached", "yes", recurring=True, round="r2")
+    assert len(parsed) == 1
+    link.edit_config = lambda c: c.update(epsilon=2.0)
+    with pytest.raises(InvalidConfig, match="changed since this device pinned it"):
+        client.submit("cached", "yes", recurring=True, round="r3")
+    assert len(parsed) == 2 and client._configs.get("cached").epsilon == 1.0  # type: ignore[union-attr]
+    link.edit_config = lambda c: c.update(recurring=1)  # the same values to ==, another JSON text: refused
+    with pytest.raises(InvalidConfig, match="recurring"):
+        client.submit("cached", "yes", recurring=True, round="r3")
+    link.edit_config = None
+    client.submit("cached", "no", recurring=True, round="r3")
+    assert len(parsed) == 3 and client.ledger().spent == 2.0
 
 
 def test_closing_a_campaign_is_not_a_change(server: Server, make_client: Callable[..., Client]) -> None:

@@ -203,6 +203,13 @@ def test_canonical_json_follows_rfc_8785(value: object, expected: str) -> None:
     assert canonical_json(value) == expected.encode("utf-8")
 
 
+def test_a_canonical_part_is_written_as_it_is_inside_a_whole() -> None:
+    part = {"b": [1, 2.5, "é"], "a": None}
+    whole = {"z": 1, "parts": [part, part]}
+    embedded = {"z": 1, "parts": [canonical_json_module.Canonical(canonical_json(part))] * 2}
+    assert canonical_json(embedded) == canonical_json(whole)
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, {1: "a"}, {"a": {1, 2}}, "\ud800"])
 def test_canonical_json_rejects_what_json_cannot_carry(value: object) -> None:
     with pytest.raises(InvalidParameter):
@@ -417,7 +424,7 @@ def test_public_names_are_pinned() -> None:
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        (canonical_json_module, ["canonical_json", "parse_json", "parse_json_object"]),
+        (canonical_json_module, ["Canonical", "canonical_json", "parse_json", "parse_json_object"]),
         (formats, ["DESCRIPTOR_VERSIONS", "FORMAT_VERSION", "SUITE_ID", "SUPPORTED_VERSIONS", "SURVEY_FORMAT_VERSION",
                    "check_version"]),
         (base64url, ["b64url_decode", "b64url_encode"]),

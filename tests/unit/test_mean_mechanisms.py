@@ -56,6 +56,22 @@ def test_exact_law_is_a_law_unbiased_and_exactly_epsilon_ldp(
         assert 0 <= decimal.Decimal(epsilon) - ln_ratio < decimal.Decimal("1e-36")
 
 
+@pytest.mark.parametrize(
+    ("epsilon", "steps", "lattice"), [(0.01, 100, 32), (0.5, 3, 8), (1.0, 81, 256), (5.0, 7, 64), (20.0, 1, 2)]
+)
+def test_piecewise_sampler_cdf_is_the_exact_law_times_its_denominator(epsilon: float, steps: int, lattice: int) -> None:
+    """The sampler's integer CDF (computed without rationals) is the cumulative exact law times D, for every
+    grid index: the sampler draws from the law that the ratio test above proves ε-LDP."""
+    mechanism = Piecewise(epsilon, steps, lattice)
+    for j in range(steps + 1):
+        running, expected = Fraction(0), []
+        for p in mechanism.pmf(j):
+            running += p * mechanism._denominator
+            assert running.denominator == 1
+            expected.append(int(running))
+        assert mechanism._cdf(j) == tuple(expected)
+
+
 @pytest.mark.parametrize("cls", MECHANISMS)
 def test_a_mechanism_built_ten_percent_too_generous_fails_the_ratio_test(cls: type[MeanMechanism]) -> None:
     generous = cls(1.1, 4, 16)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from fractions import Fraction
 from typing import Any
 
@@ -27,6 +28,27 @@ def survey(questions: list[dict[str, Any]] = HEALTH, **kwargs: Any) -> CampaignC
     options: dict[str, Any] = {"id": "health", "title": "Health 2026", "epsilon": 1.0, "public_key": PUBLIC}
     options.update(kwargs)
     return CampaignConfig.create_survey(questions=questions, **options)
+
+
+def test_a_question_object_seen_before_is_not_validated_again_but_another_type_is() -> None:
+    """question_from_json keeps the questions it validated by the repr of their JSON object: the same object
+    again gives the same (immutable) question; a value equal to == but of another JSON type is parsed
+    afresh (and refused where it is invalid); the fingerprint embeds each question's canonical JSON."""
+    from deniable.shared.canonical_json import canonical_json
+    from deniable.shared.questions import question_from_json
+
+    wire = survey(FIVE).to_json()
+    first = [question_from_json(copy.deepcopy(q), i) for i, q in enumerate(wire["questions"])]
+    again = [question_from_json(copy.deepcopy(q), i) for i, q in enumerate(wire["questions"])]
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    optional = next(q for q in wire["questions"] if q.get("optional"))
+    with pytest.raises(InvalidConfig, match="optional"):
+        question_from_json({**optional, "optional": 1}, 0)  # 1 == True, but not a JSON boolean
+    for question in first:
+        assert question.canonical.text.encode() == canonical_json(question.to_json())
+    config = survey(FIVE)
+    pinned = {key: value for key, value in config.to_json().items() if key != "status"}
+    assert config.pinned_fingerprint() == hashlib.sha256(canonical_json(pinned)).hexdigest()
 
 
 @pytest.mark.parametrize("split", ["per_question", "sampling", "auto"])
