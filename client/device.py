@@ -345,7 +345,7 @@ class Client:
                     config, self._state.secret, report, checked, report_id=report_id,
                     token=self._spend_token(config, db),
                 )  # fmt: skip
-                text = json.dumps(envelope.to_json(), separators=(",", ":"))
+                text = envelope.to_text()
                 DeviceState.reuse_report(db, report_id, text, tag)
                 DeviceState.enqueue(db, report_id, config.id, text)
                 return Receipt(
@@ -356,7 +356,7 @@ class Client:
             envelope = seal_answer(
                 config, self._state.secret, report, checked, report_id=report_id, token=self._spend_token(config, db)
             )
-            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            text = envelope.to_text()
             row = SpendRow(
                 report_id=envelope.report_id, campaign_id=config.id, recurring=False, trust_model=config.trust_model,
                 epsilon=cost, envelope=text, answer_tag=tag
@@ -399,7 +399,7 @@ class Client:
                 round=round,
                 token=self._spend_token(config, db),
             )
-            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            text = envelope.to_text()
             if not paid:
                 DeviceState.record_spend(db, SpendRow(
                     report_id=report_id, campaign_id=config.id, recurring=True, trust_model=config.trust_model,
@@ -482,7 +482,7 @@ class Client:
                 report_id=survey_round_report_id(config, secret, answers, round),
                 round=round, token=self._spend_token(config, db),
             )  # fmt: skip
-            text = json.dumps(envelope.to_json(), separators=(",", ":"))
+            text = envelope.to_text()
             for question, pid in unpaid:
                 row = SpendRow(
                     report_id=pid, campaign_id=config.id, recurring=True, trust_model=config.trust_model,

@@ -140,7 +140,7 @@ def simulate_fleet(
         config.shuffler.url, timeout=timeout
     )
 
-    def devices(start: int, stop: int) -> list[dict[str, Any]]:
+    def devices(start: int, stop: int) -> list[tuple[str, str]]:
         envelopes = []
         for i in range(start, stop):
             draw = secrets.randbelow if randbelow is None else randbelow
@@ -149,7 +149,7 @@ def simulate_fleet(
             device_groups = None if groups is None else groups[i]
             sealed = seal_answer(config, secrets.token_bytes(32), report, device_groups, public_key=public_key,
                                  round=round)  # fmt: skip
-            envelopes.append(sealed.to_json())
+            envelopes.append((sealed.report_id, sealed.to_text()))
         return envelopes
 
     started = time.perf_counter()

@@ -69,7 +69,7 @@ from deniable.shared.errors import (
 from deniable.shared.limits import RETRY_AFTER_MAX_WAIT
 
 from .state import DeviceState, OutboxEntry
-from .transport import Response, Transport, error_message
+from .transport import EncodedTransport, Response, Transport, error_message
 
 __all__ = ["Delivery", "FlushResult", "Outbox", "RetryPolicy", "post_batch"]
 
@@ -253,14 +253,30 @@ def _failure(response: Response, where: str, count: int) -> DeliveryError:
     return MalformedReply(f"{what} ({detail}), not a batch reply; {kept}", status=status)
 
 
+def batch_body(envelopes: Sequence[str]) -> bytes:
+    """The JSON text of a batch, ``{"reports":[...]}``, from its envelopes' JSON texts joined as they are:
+    the bytes of ``json.dumps({"reports": [json.loads(e) for e in envelopes]}, separators=(",", ":"))``
+    for envelope texts written by ``to_text``."""
+    return ('{"reports":[' + ",".join(envelopes) + "]}").encode("utf-8")
+
+
+def _post(transport: Transport, path: str, envelopes: Sequence[str]) -> Response:
+    """POST the batch: its encoded text where the transport takes one, else as a JSON value."""
+    if isinstance(transport, EncodedTransport):
+        return transport.request_encoded("POST", path, batch_body(envelopes))
+    return transport.request("POST", path, {"reports": [json.loads(e) for e in envelopes]})
+
+
 def post_batch(
-    transport: Transport, campaign_id: str, envelopes: Sequence[dict[str, Any]], policy: RetryPolicy
+    transport: Transport, campaign_id: str, envelopes: Sequence[tuple[str, str]], policy: RetryPolicy
 ) -> Delivery:
-    """POST one batch (1..MAX_BATCH envelope JSON objects), retrying transient failures; never raises them.
+    """POST one batch of 1..MAX_BATCH envelopes, each ``(report_id, envelope JSON text)``, retrying
+    transient failures; never raises them. The texts are sent as they are (:func:`batch_body`).
 
     A 413 splits the batch in halves, each posted (and retried) on its own.
     """
-    ids = [str(e["report_id"]) for e in envelopes]
+    ids = [report_id for report_id, _ in envelopes]
+    texts = [text for _, text in envelopes]
     path = campaign_path(campaign_id, "reports")
     failure: TransportError = TransportError("no attempt made")
     attempt = 0
@@ -270,7 +286,7 @@ def post_batch(
             policy.sleep(max(wait, policy.delay(attempt - 1)) if wait else policy.delay(attempt - 1))
         attempt += 1
         try:
-            response = transport.request("POST", path, {"reports": list(envelopes)})
+            response = _post(transport, path, texts)
         except TransportError as exc:
             failure = TransportError(f"{exc}; {len(ids)} report(s) of {campaign_id!r} stay in the outbox")
             continue
@@ -388,7 +404,7 @@ class Outbox:
             if not batch:
                 return None
             after = batch[-1].seq
-            envelopes = [json.loads(entry.envelope) for entry in batch]
+            envelopes = [(entry.report_id, entry.envelope) for entry in batch]  # stored texts, sent as they are
             with self._lock:
                 transport = self._transport if self._route is None else self._route(campaign_id)
             delivery = post_batch(transport, campaign_id, envelopes, self.policy)

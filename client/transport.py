@@ -21,12 +21,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from deniable.shared.contract import parse_error
 from deniable.shared.errors import InvalidParameter, TransportError
 
-__all__ = ["HTTPTransport", "Response", "Transport", "error_message"]
+__all__ = ["EncodedTransport", "HTTPTransport", "Response", "Transport", "error_message"]
 
 _USER_AGENT = "deniable-client/0.1"
 
@@ -51,6 +51,18 @@ class Transport(Protocol):
     """Sends ``method path`` with an optional JSON body; raises TransportError when nothing answered."""
 
     def request(self, method: str, path: str, body: Any = None) -> Response: ...
+
+
+@runtime_checkable
+class EncodedTransport(Transport, Protocol):
+    """A :class:`Transport` that also sends a body already encoded as JSON text (UTF-8 bytes), as it is.
+
+    The outbox posts a batch this way when the transport offers it (:class:`HTTPTransport` does): the
+    envelopes' stored JSON texts are joined into the body, never parsed and encoded again. A transport
+    without it gets the same batch as a JSON value (``{"reports": [...]}``) through :meth:`request`.
+    """
+
+    def request_encoded(self, method: str, path: str, data: bytes) -> Response: ...
 
 
 def error_message(response: Response) -> str:
@@ -121,8 +133,15 @@ class HTTPTransport:
 
     def request(self, method: str, path: str, body: Any = None) -> Response:
         """Send the request; every HTTP status comes back as a :class:`Response`."""
-        url = self.base_url + path
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        return self._send(method, path, data)
+
+    def request_encoded(self, method: str, path: str, data: bytes) -> Response:
+        """Send ``data`` (JSON text, UTF-8) as the body, as it is (:class:`EncodedTransport`)."""
+        return self._send(method, path, data)
+
+    def _send(self, method: str, path: str, data: bytes | None) -> Response:
+        url = self.base_url + path
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         if data is not None:
             headers["Content-Type"] = "application/json"

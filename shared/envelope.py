@@ -230,6 +230,18 @@ class Envelope:
             wire["sig"] = b64url_encode(self.signature)
         return wire
 
+    def to_text(self) -> str:
+        """The wire form as JSON text, written once: the bytes of ``json.dumps(self.to_json(),
+        separators=(",", ":"))`` (every field is an integer or a hex or base64url string, none needs an
+        escape), what the device stores and the outbox sends as it is."""
+        text = (
+            f'{{"v":{self.version},"report_id":"{self.report_id}","pseudonym":"{self.pseudonym}",'
+            f'"ct":"{b64url_encode(self.ciphertext)}"'
+        )
+        if self.device_key is not None and self.signature is not None:
+            text += f',"device_key":"{b64url_encode(self.device_key)}","sig":"{b64url_encode(self.signature)}"'
+        return text + "}"
+
     @classmethod
     def from_json(cls, obj: object) -> Envelope:
         """Parse the wire form strictly: a dict with exactly the keys of its version, each well-formed.

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
 import urllib.parse
@@ -250,6 +251,10 @@ class ShuffledEnvelope:
 
     def to_json(self) -> dict[str, Any]:
         return {"v": self.version, "report_id": self.report_id, "ct": _b64url_encode(self.ciphertext)}
+
+    def to_text(self) -> str:
+        """The wire form as JSON text (``json.dumps(self.to_json(), separators=(",", ":"))``), encoded once."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, obj: object, *, max_bytes: int = 64 * 1024) -> ShuffledEnvelope:

@@ -31,7 +31,9 @@ from deniable.client import (
     TransportError,
     UnknownCampaign,
 )
+from deniable.client.outbox import batch_body
 from deniable.client.state import DB_FILE, SECRET_FILE
+from deniable.client.transport import EncodedTransport, HTTPTransport
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import AnswerChanged, BatchRefused, DeviceSecretDamaged
 
@@ -301,6 +303,35 @@ def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
     link.edit_config = None
     client.submit("cached", "no", recurring=True, round="r3")
     assert len(parsed) == 3 and client.ledger().spent == 2.0
+
+
+def test_the_outbox_sends_the_stored_envelope_texts_as_they_are(
+    server: Server, make_client: Callable[..., Client]
+) -> None:
+    """The envelope is serialized once: the device stores its JSON text, and a transport that takes an
+    encoded body (HTTPTransport does) gets the stored texts joined, byte for byte; a plain transport gets
+    the same batch as a JSON value."""
+    server.campaign("wire", ["a", "b"])
+    sent: list[bytes] = []
+
+    class Encoded:
+        def request(self, method: str, path: str, body: Any = None) -> Response:
+            return server.transport.request(method, path, body)
+
+        def request_encoded(self, method: str, path: str, data: bytes) -> Response:
+            sent.append(data)
+            return server.transport.request(method, path, json.loads(data))
+
+    assert isinstance(Encoded(), EncodedTransport) and isinstance(HTTPTransport("http://127.0.0.1:9"), EncodedTransport)
+    client = make_client(transport=Encoded())
+    client.submit("wire", "a")
+    stored = [entry.envelope for entry in client._state.next_batch("wire", 10, 0)]
+    assert client.flush() == 1 and sent == [batch_body(stored)]
+    link = FaultyTransport(server.transport)
+    plain = make_client(transport=link, state_dir=None)
+    plain.submit("wire", "b")
+    stored = [entry.envelope for entry in plain._state.next_batch("wire", 10, 0)]
+    assert plain.flush() == 1 and link.posted()[0].body == json.loads(batch_body(stored))
 
 
 def test_closing_a_campaign_is_not_a_change(server: Server, make_client: Callable[..., Client]) -> None:

@@ -197,3 +197,28 @@ def test_the_proof_is_checked_before_decryption() -> None:
     with pytest.raises(InvalidReport, match="proof of possession"):
         open_envelope(forged, campaign_id=config.id, private_key=generate_keypair()[0],
                       padded_length=config.padded_length)  # fmt: skip
+
+
+def test_an_envelope_is_written_as_text_once_with_the_bytes_of_its_json() -> None:
+    """``to_text`` (what the device stores and the outbox sends as it is) is the text of ``to_json``, for
+    both versions, every campaign shape and a shuffled envelope; a batch of such texts joined is the
+    batch's JSON text, so the body sent is the one an encoder would have written."""
+    import json
+
+    from deniable.client.outbox import batch_body
+    from deniable.shared.shuffle import ShuffledEnvelope
+
+    texts = []
+    for config in _campaigns():
+        for version in (1, 2):
+            padded = None if version == 1 else 64
+            envelope = seal({"report": 1, "groups": {}}, campaign_id=config.id, public_key=PUBLIC,
+                            device_secret=SECRET, padded_length=padded, version=version)  # fmt: skip
+            text = envelope.to_text()
+            assert text == json.dumps(envelope.to_json(), separators=(",", ":"))
+            assert Envelope.from_json(json.loads(text)) == envelope
+            texts.append(text)
+    shuffled = ShuffledEnvelope(2, "ab" * 16, bytes(range(80)))
+    assert shuffled.to_text() == json.dumps(shuffled.to_json(), separators=(",", ":"))
+    body = {"reports": [json.loads(t) for t in texts]}
+    assert batch_body(texts) == json.dumps(body, separators=(",", ":")).encode()
