@@ -31,6 +31,7 @@ import itertools
 import json
 import math
 import secrets
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -599,7 +600,9 @@ _KINDS: dict[str, type[Question]] = {cls.kind: cls for cls in (ChoiceQuestion, M
 
 #: Questions parsed before, by the ``repr`` of their JSON object (see :func:`question_from_json`).
 _PARSED: dict[str, Question] = {}
-_PARSED_MAX = 512
+_PARSED_MAX = 256
+_PARSED_KEY_CHARS = 16_384
+_PARSED_LOCK = threading.Lock()
 
 
 def question_from_json(obj: object, position: int) -> Question:
@@ -607,18 +610,22 @@ def question_from_json(obj: object, position: int) -> Question:
 
     A question is immutable and a pure function of its JSON object, so a question object seen before (the
     same keys, values and types: the same ``repr`` of a parsed JSON object) is not validated again: its
-    parsed question is returned. Only valid questions are kept (at most 512, oldest dropped first).
+    parsed question is returned. Only valid questions are kept (at most 256 of up to 16 KiB of JSON each,
+    oldest dropped first).
     """
     key = repr(obj) if type(obj) is dict else None
+    if key is not None and len(key) > _PARSED_KEY_CHARS:
+        key = None  # a question with thousands of categories is validated each time, not held in memory
     if key is not None:
         known = _PARSED.get(key)
         if known is not None:
             return known
     question = _question_from_json(obj, position)
     if key is not None:
-        if len(_PARSED) >= _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
-        _PARSED[key] = question
+        with _PARSED_LOCK:  # the aggregator parses in several threads
+            while len(_PARSED) >= _PARSED_MAX:
+                del _PARSED[next(iter(_PARSED))]
+            _PARSED[key] = question
     return question
 
 
