@@ -11,7 +11,8 @@ the answer in the browser (IndexedDB) and posts only the sealed report to
 
 Routes (all public, listed in :data:`deniable.aggregator.api.auth.SESSION_ACCESS` as browser pages):
 
-* ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign);
+* ``GET /survey/<campaign_id>``: the page (404 page for an unknown campaign); ``?round=<label>`` names
+  the round a recurring campaign's answer belongs to (a link per round, e.g. ``?round=2026-w49``);
 * ``GET /survey/static/survey.js``: the bundle (an ES module: the package's exports and the page's
   start-up); ``GET /survey/static/survey-extra.js``: the question kinds of surveys (descriptor format 3),
   the rules of shuffled and central campaigns, rounds of recurring surveys and admission tokens, which
@@ -34,6 +35,7 @@ from pathlib import Path
 from flask import Blueprint, make_response, render_template, send_file
 from werkzeug.wrappers import Response
 
+from deniable.aggregator.api.bodies import query_params, query_str
 from deniable.aggregator.api.context import current_service
 from deniable.shared.errors import UnknownCampaign
 
@@ -90,6 +92,7 @@ def stylesheet() -> Response:
 
 
 @bp.get("/<campaign_id>")
+@query_params("round")
 def page(campaign_id: str) -> Response:
     """The survey page of a campaign (the form itself is rendered by the script from the descriptor)."""
     try:
@@ -103,7 +106,11 @@ def page(campaign_id: str) -> Response:
     # the descriptor's JSON as GET /api/v1/campaigns/<id> serves it, carried by the page as a data block
     # (never executed): the script validates and pins it as the answer of that GET, one round trip less
     descriptor = current_service().get_campaign(campaign_id)
-    response = make_response(render_template("survey/page.html", config=config, extra=extra, descriptor=descriptor))
+    # a recurring campaign's round, as the link names it (/survey/<id>?round=2026-w49); the script checks it
+    round_label = (query_str("round", max_length=64) or "") if config.recurring else ""
+    response = make_response(
+        render_template("survey/page.html", config=config, extra=extra, descriptor=descriptor, round=round_label)
+    )
     if config.shuffler is not None:  # a shuffled campaign's reports go to its shuffler, and only there
         origin = urllib.parse.urlsplit(config.shuffler.url)
         allowed = f"{origin.scheme}://{origin.netloc}"

@@ -2,7 +2,8 @@
  * A survey form for one campaign, rendered from the validated, pinned descriptor (never from the page's
  * HTML, so what the respondent reads is what the device pinned and will answer), answered with `Client`.
  *
- * `mountSurvey(element, {campaignId, aggregatorUrl, client, issueTokens})` renders into `element`
+ * `mountSurvey(element, {campaignId, aggregatorUrl, client, issueTokens, round})` renders into `element`
+ * (`round`, else `data-round`: the round a recurring campaign's answer belongs to)
  * (`issueTokens(requests)`: the app's call to its backend for admission tokens, made when a campaign with
  * admission is answered by a browser that holds none): the question as the
  * legend of a radio group, one field per group field (a select of the declared values, else a text box),
@@ -60,8 +61,9 @@ export function privacyNote(campaign) {
   ];
 }
 
-export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable', issueTokens = null, descriptorText } = {}) {
+export async function mountSurvey(element, { campaignId, aggregatorUrl, client = null, dbName = 'deniable', issueTokens = null, descriptorText, round } = {}) {
   campaignId ??= element.dataset.campaign;
+  round ??= element.dataset.round || null;
   element.dataset.state = 'loading';
   const status = el('p', { className: 'status', role: 'status', 'aria-live': 'polite' });
   element.replaceChildren(status);
@@ -142,7 +144,7 @@ export async function mountSurvey(element, { campaignId, aggregatorUrl, client =
     button.disabled = true;
     try {
       if (campaign.admission && issueTokens && !(await client.tokens(campaign.id))) await client.obtainTokens(campaign.id, 1, issueTokens);
-      const receipt = await client.submit(campaign.id, value, { groups });
+      const receipt = await client.submit(campaign.id, value, { groups, round: campaign.recurring ? round : null });
       say(receipt.memoized ? 'You had already answered: the same report is sent again.' : 'Randomized and saved; sending…');
       element.dataset.reportId = receipt.reportId;
       latest = deliver();

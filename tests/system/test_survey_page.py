@@ -394,3 +394,36 @@ def test_a_survey_created_by_the_aggregator_is_answered_counted_once_and_estimat
     assert questions["age"]["kind"] == "number" and len(questions["age"]["mean"]["ci"]) == 2
     grouped = server.estimate("web-health", group_by="country")
     assert set(grouped["groups"]) == {"nl", "fr"}
+
+
+def test_a_recurring_survey_is_answered_round_by_round_from_its_links(browser: Any, server: RunningServer) -> None:
+    """A recurring survey created by the aggregator, answered on /survey/<id>?round=<label>: one report per
+    browser and round (the permanent responses: the same answers cost ε once, which the ledger shows), each
+    round estimated on its own; without a round the page says that it needs one and sends nothing."""
+    server.create_campaign(id="web-weekly", title="This week", questions=SURVEY_QUESTIONS[:2], epsilon=2.0,
+                           split="per_question", recurring=True)  # fmt: skip
+    context = browser.new_context()
+    for label in ("2026-w48", "2026-w49"):
+        _, page, seen = open_page(browser, server, f"web-weekly?round={label}", context)
+        page.get_by_role("group", name="Did you smoke this month?").get_by_label("quit").check()
+        page.get_by_label("news").check()
+        page.get_by_role("button", name="Submit answer").click()
+        page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+        assert seen["errors"] == [] and len(seen["posts"]) == 1
+        page.close()
+    _, page, seen = open_page(browser, server, "web-weekly", context)
+    ledger = page.evaluate("""async () => {
+      const m = await import('/survey/static/survey.js');
+      const client = await m.Client.open({ dbName: 'deniable' });
+      return (await client.ledger()).campaigns['web-weekly'];
+    }""")
+    assert ledger["epsilon"] == 2.0  # the second round re-sent the permanent responses: nothing more spent
+    page.get_by_role("group", name="Did you smoke this month?").get_by_label("no").check()
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=error]", timeout=15000)
+    assert "collects in rounds" in page.get_by_role("status").inner_text() and seen["posts"] == []
+    context.close()
+    for label in ("2026-w48", "2026-w49"):
+        body = server.estimate("web-weekly", round=label)
+        assert body["round"] == label and body["n"] == 1
+        assert [q["answered"] for q in body["questions"]] == [1, 1]
