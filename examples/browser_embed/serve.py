@@ -3,9 +3,10 @@
     .venv/bin/python examples/browser_embed/serve.py --aggregator http://127.0.0.1:8000 [--port 8080]
 
 then open ``http://127.0.0.1:8080/?campaign=<id>``. The page and ``app.js`` are this folder's files; the
-paths the browser client needs, ``/api/v1/...`` and ``/survey/static/survey.js``, are forwarded to the
-aggregator unchanged, so the page, the client bundle and the aggregator's API share one origin and a
-strict CSP (``script-src 'self'; connect-src 'self'``) holds. Standard library only; loopback by default.
+paths the browser client needs, ``/api/v1/...`` and ``/survey/static/survey*.js`` (the bundle and the two
+files it imports when a campaign or the browser needs them), are forwarded to the aggregator unchanged, so
+the page, the client bundle and the aggregator's API share one origin and a strict CSP (``script-src
+'self'; connect-src 'self'``) holds. Standard library only; loopback by default.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: The client bundle's files, forwarded to the aggregator (survey.js imports the other two on demand).
+BUNDLE = {f"/survey/static/{name}" for name in ("survey.js", "survey-extra.js", "survey-compat.js")}
 FILES = {"/": "index.html", "/index.html": "index.html", "/app.js": "app.js", "/style.css": "style.css"}
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css"}
 CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; form-action 'none'; base-uri 'none'"
@@ -42,7 +45,7 @@ def handler(aggregator: str) -> type[http.server.BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if path.startswith("/api/v1/") or path == "/survey/static/survey.js":
+            if path.startswith("/api/v1/") or path in BUNDLE:
                 self._forward("GET")
                 return
             name = FILES.get(path)

@@ -239,6 +239,8 @@ def test_the_embedding_example_answers_from_its_own_page(browser: Any, server: R
         context.close()
         assert errors == []
         assert reports_of(server, "product-rating") == 1
+        for name in ("survey-extra.js", "survey-compat.js"):  # what the bundle imports on demand, forwarded too
+            assert requests.get(f"http://127.0.0.1:{port}/survey/static/{name}", timeout=30).status_code == 200
     finally:
         example.terminate()
         example.wait(timeout=10)
