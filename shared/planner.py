@@ -40,10 +40,11 @@ from deniable.shared.mechanisms.mean import (
 )
 from deniable.shared.mechanisms.sets import choose_set_mechanism, set_mechanism_from_name
 
-__all__ = ["SPLITS", "DraftQuestion", "SurveyPlan", "SurveyPlanRow", "parse_question", "plan_survey"]
+__all__ = ["PLAN_SPLITS", "DraftQuestion", "SurveyPlan", "SurveyPlanRow", "parse_question", "plan_survey"]
 
-#: The two ways a survey spends its ε.
-SPLITS: tuple[str, ...] = ("split", "sample")
+#: The planner's names of the two ways a survey spends its ε: ``split`` (every question at its share: the
+#: descriptor's ``per_question``) and ``sample`` (one drawn question at the whole ε: ``sampling``).
+PLAN_SPLITS: tuple[str, ...] = ("split", "sample")
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +163,7 @@ def plan_survey(
     if len(weights) != count or any(w <= 0 for w in weights) or not math.isclose(sum(weights), 1.0):
         raise InvalidParameter(f"'shares' must be {count} positive numbers summing to 1, got {shares!r}")
     rows: list[SurveyPlanRow] = []
-    inflation = {split: 0.0 for split in SPLITS}
+    inflation = {split: 0.0 for split in PLAN_SPLITS}
     for question, weight in zip(questions, weights, strict=True):
         _, ideal, _ = question.unit_variance(epsilon)
         name, v_split, _ = question.unit_variance(epsilon * weight)
@@ -174,8 +175,8 @@ def plan_survey(
             inflation[split] += ratio / count
             rows.append(SurveyPlanRow(question.id, question.kind, split, mechanism, eps, respondents,
                                 math.sqrt(variances[split]), ratio))
-    best = min(SPLITS, key=lambda s: inflation[s])
-    other = next(s for s in SPLITS if s != best)
+    best = min(PLAN_SPLITS, key=lambda s: inflation[s])
+    other = next(s for s in PLAN_SPLITS if s != best)
     reason = (f"mean variance inflation {inflation[best]:.2f}× under '{best}' against {inflation[other]:.2f}× under "
               f"'{other}' (1× = each question alone with the whole ε and all {n} respondents)")
     return SurveyPlan(epsilon, n, tuple(rows), best, reason, {q.id: q.assumption for q in questions})

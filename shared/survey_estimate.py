@@ -75,6 +75,7 @@ from deniable.shared.mechanisms.estimate import (
     normal_quantile,
 )
 from deniable.shared.mechanisms.mean import MeanMechanism, NumberRange
+from deniable.shared.survey import SPLIT_MODES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,8 +84,6 @@ if TYPE_CHECKING:
     FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
-    "KINDS",
-    "SPLITS",
     "MeanResult",
     "ProportionResult",
     "estimate_mean",
@@ -92,11 +91,6 @@ __all__ = [
     "estimate_question",
     "sampling_variance",
 ]
-
-#: The two ways a survey spends its ε, as the descriptor names them.
-SPLITS: tuple[str, ...] = ("per_question", "sampling")
-#: The three kinds of question.
-KINDS: tuple[str, ...] = ("choice", "multi", "number")
 
 #: What a choice or multi estimate says next to its numbers (the survey form of ``UNBIASED_NOTE``).
 SURVEY_UNBIASED_NOTE = (
@@ -109,8 +103,8 @@ SAMPLING_INTERVAL = "normal"
 
 
 def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise InvalidParameter(f"'split' must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split not in SPLIT_MODES:
+        raise InvalidParameter(f"'split' must be one of {', '.join(SPLIT_MODES)}, got {split!r}")
 
 
 def _check_sizes(answered: int, skipped: int, population: int) -> None:

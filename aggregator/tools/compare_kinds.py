@@ -28,6 +28,7 @@ from deniable.aggregator import central_kinds
 from deniable.aggregator.tools.compare import ErrorCurve, ModelError, _model, discrete_laplace_kurtosis
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms.mean import MeanMechanism, NumberRange, choose_mean_mechanism
+from deniable.shared.mechanisms.registry import KINDS  # the kinds ``deniable compare --kind`` takes
 from deniable.shared.mechanisms.sets import SetMechanism, choose_set_mechanism
 from deniable.shared.noise import noise_variance
 from deniable.shared.sampling import seeded_randbelow
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "KindComparison", "compare_kind", "kind_error_curves"]
 
-#: The kinds ``deniable compare --kind`` takes (``choice`` is :func:`deniable.aggregator.tools.compare.compare`).
-KINDS = ("choice", "multi", "number")
 
 #: The number question's range and grid.
 NUMBER_RANGE = NumberRange(0.0, 100.0, 100)
