@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from deniable.aggregator.store import DATABASE_NAME
 from deniable.client.secret_file import DIR_MODE, SECRET_MODE, write_secret_file, write_secret_stream
 from deniable.shared.errors import BackupError
 from deniable.shared.fields import plural
@@ -48,7 +49,6 @@ from deniable.shared.fields import plural
 __all__ = ["backup_data_dir", "register", "restore_data_dir"]
 
 BACKUP_FORMAT = "deniable-backup/1"
-DATABASE_NAME = "deniable.sqlite3"  # the same name as deniable.aggregator.api.app.DATABASE_NAME (checked by a test)
 _MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
 

@@ -55,23 +55,23 @@ from deniable.aggregator.database import (
 )
 from deniable.aggregator.migrations import migrate
 from deniable.aggregator.sealed_keys import Sealed
+from deniable.shared.contract import SAME_REPORT_REASON, SPENT_TOKEN_REASON
 from deniable.shared.errors import CampaignClosed, StoreUnavailable, TokenQuotaExceeded, UnknownCampaign
+from deniable.shared.limits import DATABASE_BUSY_TIMEOUT_MS
 from deniable.shared.mechanisms.estimate import Tally
 
 T = TypeVar("T")
 
-__all__ = ["OVERALL", "CampaignRecord", "ReportRow", "Store"]
+__all__ = ["DATABASE_NAME", "OVERALL", "CampaignRecord", "ReportRow", "Store"]
 
 #: The ``(group_field, group_value)`` key of a campaign's overall tally.
 OVERALL: tuple[str, str] = ("", "")
 
-#: Milliseconds a writer waits for the write lock before SQLite reports "database is locked".
-BUSY_TIMEOUT_MS = 30_000
+#: The SQLite file of a data dir (``deniable serve``, ``backup``, ``verify`` and the tests open this one name).
+DATABASE_NAME = "deniable.sqlite3"
 
-_SAME_REPORT = "this report_id is already stored; the retry changes nothing"
 _SAME_DEVICE = "this device (pseudonym) already reported to this campaign; it counts once"
 _SAME_DEVICE_IN_ROUND = "this device (pseudonym) already reported in this round; it counts once per round"
-_SPENT_TOKEN = "this admission token was already spent; each token admits exactly one report"  # noqa: S105
 
 
 def _over_cap(what: str, cap: int) -> str:
@@ -237,7 +237,7 @@ class Store:
             self.close()
             conn = None
         if conn is None:
-            conn = self.db.connect(BUSY_TIMEOUT_MS)
+            conn = self.db.connect(DATABASE_BUSY_TIMEOUT_MS)
             self._local.conn = conn
         return conn
 
@@ -775,7 +775,7 @@ class Store:
         locked = [False]
         for report, report_id, device in zip(reports, ids, devices, strict=True):
             if (report_id, device) in known_ids:  # a retry of this device's report, not another's id
-                outcomes.append(("duplicate", _SAME_REPORT))
+                outcomes.append(("duplicate", SAME_REPORT_REASON))
                 continue
             if (report.round, device) in known_devices:
                 outcomes.append(("duplicate", _SAME_DEVICE_IN_ROUND if report.round else _SAME_DEVICE))
@@ -786,7 +786,7 @@ class Store:
                 continue
             if report.token_nonce is not None:
                 if report.token_nonce in spent:
-                    outcomes.append(("rejected", _SPENT_TOKEN))
+                    outcomes.append(("rejected", SPENT_TOKEN_REASON))
                     continue
                 spent.add(report.token_nonce)
                 new_tokens.append((campaign_id, report.token_nonce, day))

@@ -26,6 +26,8 @@ __all__ = [
     "CAMPAIGNS_PATH",
     "CLIENT_BATCH",
     "MAX_BATCH",
+    "SAME_REPORT_REASON",
+    "SPENT_TOKEN_REASON",
     "ErrorBody",
     "campaign_path",
     "error_body",
@@ -43,6 +45,10 @@ MAX_BATCH = 1000
 #: Largest batch the device client sends: half the aggregator's bound, so that a batch still fits when an
 #: aggregator runs with a smaller ``max_batch`` and a 413 split stays rare.
 CLIENT_BATCH = 500
+#: The reasons of two verdicts every store gives alike (the aggregator's and the shuffler's): a report id
+#: stored before (``duplicate``) and an admission token spent before (``rejected``).
+SAME_REPORT_REASON = "this report_id is already stored; the retry changes nothing"
+SPENT_TOKEN_REASON = "this admission token was already spent; each token admits exactly one report"  # noqa: S105
 
 
 def campaign_path(campaign_id: str, *rest: str) -> str:

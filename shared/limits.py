@@ -55,6 +55,7 @@ __all__ = [
     "CAMPAIGN_PAGE_MAX",
     "CAMPAIGN_STATUSES",
     "CENTRAL_DELTA_RANGE",
+    "DATABASE_BUSY_TIMEOUT_MS",
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
     "DEVICE_BUDGET_MAX",
@@ -213,6 +214,9 @@ RETRY_AFTER_MAX_WAIT = 30.0
 #: Seconds a device process waits for another one holding the state database (SQLite busy timeout),
 #: e.g. 20 processes opening a new state dir at once.
 STATE_BUSY_TIMEOUT = 30.0
+#: Milliseconds a writer of the aggregator's or the shuffler's SQLite database waits for the write lock
+#: before SQLite reports "database is locked" (a batch of 1,000 reports commits in well under a second).
+DATABASE_BUSY_TIMEOUT_MS = 30_000
 
 
 def range_text(bounds: tuple[float, float]) -> str:

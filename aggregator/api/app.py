@@ -39,12 +39,12 @@ from deniable.aggregator.api.bodies import install_query_check
 from deniable.aggregator.api.errors import register_error_handlers
 from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
+from deniable.aggregator.store import DATABASE_NAME
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT
 
 __all__ = ["DATABASE_NAME", "create_app"]
 
-DATABASE_NAME = "deniable.sqlite3"
 
 DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DueBatch", "ShufflerStore", "Taken"]
+from deniable.shared.contract import SAME_REPORT_REASON, SPENT_TOKEN_REASON
+from deniable.shared.limits import DATABASE_BUSY_TIMEOUT_MS
 
-BUSY_TIMEOUT_MS = 30_000
+__all__ = ["DueBatch", "ShufflerStore", "Taken"]
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS campaigns (
@@ -57,9 +58,7 @@ _SCHEMA = (
         PRIMARY KEY (campaign_id))""",
 )
 
-_SAME_REPORT = "this report_id is already stored; the retry changes nothing"
 _SAME_DEVICE = "this device already reported to this campaign; it counts once"
-_SPENT_TOKEN = "this admission token was already spent; each token admits exactly one report"  # noqa: S105
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +99,8 @@ class ShufflerStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=DATABASE_BUSY_TIMEOUT_MS / 1000)
+            conn.execute(f"PRAGMA busy_timeout = {DATABASE_BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
             self._local.conn = conn
@@ -155,7 +154,7 @@ class ShufflerStore:
                     "SELECT 1 FROM received WHERE campaign_id = ? AND report_id = ? AND dedup = ?",
                     (campaign_id, rid, dedup),
                 ).fetchone():  # fmt: skip
-                    outcomes.append(("duplicate", _SAME_REPORT))
+                    outcomes.append(("duplicate", SAME_REPORT_REASON))
                     continue
                 if conn.execute(
                     "SELECT 1 FROM received WHERE campaign_id = ? AND dedup = ?", (campaign_id, dedup)
@@ -167,7 +166,7 @@ class ShufflerStore:
                         "SELECT 1 FROM spent_tokens WHERE campaign_id = ? AND nonce = ?",
                         (campaign_id, report.token_nonce),
                     ).fetchone():  # fmt: skip
-                        outcomes.append(("rejected", _SPENT_TOKEN))
+                        outcomes.append(("rejected", SPENT_TOKEN_REASON))
                         continue
                     conn.execute(
                         "INSERT INTO spent_tokens (campaign_id, nonce) VALUES (?, ?)", (campaign_id, report.token_nonce)

@@ -18,8 +18,8 @@ from deniable.shared.contract import (
 
 def test_public_names_are_pinned() -> None:
     assert sorted(contract.__all__) == [
-        "API_PREFIX", "BATCH_STATUSES", "CAMPAIGNS_PATH", "CLIENT_BATCH", "ErrorBody", "MAX_BATCH", "campaign_path",
-        "error_body", "parse_error",
+        "API_PREFIX", "BATCH_STATUSES", "CAMPAIGNS_PATH", "CLIENT_BATCH", "ErrorBody", "MAX_BATCH",
+        "SAME_REPORT_REASON", "SPENT_TOKEN_REASON", "campaign_path", "error_body", "parse_error",
     ]  # fmt: skip
 
 
