@@ -27,11 +27,17 @@ $(BENCH_STAMP): pyproject.toml .ci/constraints.txt
 # subprocesses, crashes, fuzzing, the browser. `make test` runs both; `make test-fast` runs the unit tests
 # alone, less the long statistical ones and the PostgreSQL runs of the store suite (marked slow, postgres;
 # make test runs them), in under a minute on 2 cores.
+# The unit tests run on UNIT_WORKERS pytest-xdist workers, a test file per worker at a time (--dist loadfile:
+# a module's fixtures are built once); they share nothing but the PostgreSQL server, where each worker has
+# its own database. The system tests (real servers, timing-sensitive) run in one process.
+UNIT_WORKERS ?= 2
+UNIT_XDIST   := -n $(UNIT_WORKERS) --dist loadfile
 test: $(STAMP) chromium js-test
-	$(BIN)/python -m pytest tests/unit tests/system
+	$(BIN)/python -m pytest $(UNIT_XDIST) tests/unit; unit=$$?; \
+	$(BIN)/python -m pytest tests/system && exit $$unit
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not postgres" -p no:cacheprovider tests/unit
+	$(BIN)/python -m pytest -q $(UNIT_XDIST) -m "not slow and not postgres" -p no:cacheprovider tests/unit
 
 # The JavaScript device client (js/): its Node tests check it against tests/vectors/ (npm ci installs the
 # locked packages). Without node the JS tests cannot run: a warning on a developer machine, a failure

@@ -82,6 +82,8 @@ def test_keys_encode_as_unpadded_base64url_and_decode_back() -> None:
         None,
         32,
     ],
+    # fixed ids: PUBLIC is fresh on every import, and pytest-xdist's workers must collect the same names
+    ids=["padding", "31-bytes", "33-bytes", "standard-alphabet", "non-canonical-bits", "empty", "none", "int"],
 )
 def test_decode_key_rejects_anything_but_32_bytes_of_canonical_base64url(text: object) -> None:
     with pytest.raises(InvalidParameter, match="'public_key' must be 32 bytes in base64url"):

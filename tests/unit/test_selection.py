@@ -48,27 +48,60 @@ def test_top_answers_by_peeling_has_the_sequential_law() -> None:
     assert stats.chisquare(observed, expected_counts).pvalue > ALPHA
 
 
-def test_peeling_is_the_one_shot_gumbel_top_j() -> None:
-    """The one-shot mechanism (Gumbel(1/c) on every score once, the j largest in order; Durfee and Rogers
-    2019), simulated here with floats, and the product's exact peeling both follow the Plackett–Luce law."""
-    scores, j, eps = [6, 4, 4, 1, 0], 3, Fraction(3)
-    c = float(score_scale(eps / j, monotone=True))
-    runs = 30_000
-    orders = list(itertools.permutations(range(len(scores)), j))
-    expected = np.array([plackett_luce(scores, order, c) for order in orders])
-    assert expected.sum() == pytest.approx(1.0, abs=1e-12)
-    randbelow = seeded_randbelow(np.random.default_rng(24))
-    peeled = [tuple(top_answers(scores, j, epsilon=eps, monotone=True, randbelow=randbelow)) for _ in range(runs)]
-    rng = np.random.default_rng(25)
-    noisy = np.asarray(scores, dtype=float) + rng.gumbel(0.0, 1.0 / c, size=(runs, len(scores)))
-    one_shot = [tuple(row) for row in np.argsort(-noisy, axis=1)[:, :j].tolist()]
+TOP_J_SCORES, TOP_J, TOP_J_EPSILON, TOP_J_RUNS = [6, 4, 4, 1, 0], 3, Fraction(3), 30_000
+
+
+def _top_j_law() -> tuple[list[tuple[int, ...]], np.ndarray, float]:
+    """Every ordered top-j answer of the scores above and its Plackett–Luce probability at c = ε/j's scale."""
+    c = float(score_scale(TOP_J_EPSILON / TOP_J, monotone=True))
+    orders = list(itertools.permutations(range(len(TOP_J_SCORES)), TOP_J))
+    return orders, np.array([plackett_luce(TOP_J_SCORES, order, c) for order in orders]), c
+
+
+def _follows_the_law(sample: list[tuple[int, ...]], orders: list[tuple[int, ...]], expected: np.ndarray) -> None:
+    """χ² of a sample of ordered answers against their law: every bin with at least 5 expected, the rest pooled."""
     index = {order: i for i, order in enumerate(orders)}
-    keep = expected * runs >= 5  # the χ² bins: every one with at least 5 expected, the rest pooled
-    for sample in (peeled, one_shot):
-        counts = np.bincount([index[o] for o in sample], minlength=len(orders))
-        observed = np.append(counts[keep], counts[~keep].sum())
-        wanted = np.append(expected[keep], expected[~keep].sum()) * runs
-        assert stats.chisquare(observed, wanted).pvalue > ALPHA
+    runs = len(sample)
+    keep = expected * runs >= 5
+    counts = np.bincount([index[o] for o in sample], minlength=len(orders))
+    observed = np.append(counts[keep], counts[~keep].sum())
+    wanted = np.append(expected[keep], expected[~keep].sum()) * runs
+    assert stats.chisquare(observed, wanted).pvalue > ALPHA
+
+
+def test_plackett_luce_is_the_sequential_exponential_law() -> None:
+    """Exactly: the Plackett–Luce probability of an ordered top j is the product of the exponential
+    mechanism's laws over the answers not yet taken (which the product's peeling draws, one by one:
+    test_top_answers_by_peeling_has_the_sequential_law, and test_peeling_follows_plackett_luce)."""
+    orders, expected, c = _top_j_law()
+    assert expected.sum() == pytest.approx(1.0, abs=1e-12)
+    for order in orders:
+        rest, sequential = list(range(len(TOP_J_SCORES))), 1.0
+        for answer in order:
+            sequential *= em_law([TOP_J_SCORES[i] for i in rest], c)[rest.index(answer)]
+            rest.remove(answer)
+        assert plackett_luce(TOP_J_SCORES, order, c) == pytest.approx(sequential, rel=1e-12)
+
+
+def test_the_one_shot_gumbel_top_j_follows_plackett_luce() -> None:
+    """The one-shot mechanism (Gumbel(1/c) on every score once, the j largest in order; Durfee and Rogers
+    2019), simulated here with floats, follows the Plackett–Luce law."""
+    orders, expected, c = _top_j_law()
+    rng = np.random.default_rng(25)
+    scores = np.asarray(TOP_J_SCORES, dtype=float)
+    noisy = scores + rng.gumbel(0.0, 1.0 / c, size=(TOP_J_RUNS, len(TOP_J_SCORES)))
+    _follows_the_law([tuple(row) for row in np.argsort(-noisy, axis=1)[:, :TOP_J].tolist()], orders, expected)
+
+
+@pytest.mark.slow
+def test_peeling_follows_plackett_luce() -> None:
+    """The product's exact peeling (30,000 seeded runs) follows the Plackett–Luce law, as the one-shot
+    Gumbel top j does: the two mechanisms release the same law."""
+    orders, expected, _ = _top_j_law()
+    randbelow = seeded_randbelow(np.random.default_rng(24))
+    peeled = [tuple(top_answers(TOP_J_SCORES, TOP_J, epsilon=TOP_J_EPSILON, monotone=True, randbelow=randbelow))
+              for _ in range(TOP_J_RUNS)]  # fmt: skip
+    _follows_the_law(peeled, orders, expected)
 
 
 def _worst_ordered(c: float, j: int, k: int = 3, top: int = 3) -> float:

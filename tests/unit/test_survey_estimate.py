@@ -90,10 +90,12 @@ def mechanisms(epsilon: float, steps: int, multi: str, number: str) -> tuple[Any
 @pytest.mark.parametrize(
     ("split", "epsilon", "multi", "number"),
     [
-        ("sampling", 1.0, "padding", "hybrid"),
-        ("sampling", 4.0, "bitvector", "piecewise"),
+        # make test-fast keeps one run of each split that together cover every multi and number mechanism
+        # but Hybrid; the others (seconds each) are slow, and make test runs them
+        pytest.param("sampling", 1.0, "padding", "hybrid", marks=pytest.mark.slow),
+        pytest.param("sampling", 4.0, "bitvector", "piecewise", marks=pytest.mark.slow),
         ("sampling", 0.5, "padding", "duchi"),
-        ("per_question", 3.0, "padding", "hybrid"),
+        pytest.param("per_question", 3.0, "padding", "hybrid", marks=pytest.mark.slow),
         ("per_question", 6.0, "bitvector", "piecewise"),
     ],
 )
