@@ -173,13 +173,19 @@ def bulk_load(store: Store, config: CampaignConfig, n: int, rng: np.random.Gener
 
 
 def latency_ms(server: Server, path: str, repeats: int) -> tuple[float, float]:
+    """Median and p95 (ms, wall) of ``GET path`` through the server over HTTP."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         status, _ = server.request("GET", path, token=server.analyst)
         times.append((time.perf_counter() - start) * 1000)
         assert status == 200
-    times.sort()
+    return median_p95(times)
+
+
+def median_p95(times: list[float]) -> tuple[float, float]:
+    """The median and the 95th percentile (nearest rank below) of ``times``."""
+    times = sorted(times)
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 

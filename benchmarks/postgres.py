@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import EPSILON, K, Server, ingest_rate, raw_decrypt_rates, seal_envelopes
+from ingest import EPSILON, K, Server, ingest_rate, latency_ms, median_p95, raw_decrypt_rates, seal_envelopes
 
 from deniable.aggregator import estimation
 from deniable.aggregator.database import PG_TALLY_SHARDS
@@ -190,22 +190,6 @@ def bulk_load(conn: Any, campaign_id: str, n: int, chunk: int = 1_000_000) -> di
     return steps
 
 
-def latency_ms(server: Server, path: str, repeats: int) -> tuple[float, float]:
-    """Median and p95 (ms, wall) of ``GET path`` through the server over HTTP, one connection each."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        status, _ = server.request("GET", path, token=server.analyst)
-        times.append((time.perf_counter() - start) * 1000)
-        assert status == 200
-    return _median_p95(times)
-
-
-def _median_p95(times: list[float]) -> tuple[float, float]:
-    times = sorted(times)
-    return statistics.median(times), times[int(0.95 * (len(times) - 1))]
-
-
 def call_ms(call: Any, repeats: int) -> tuple[float, float, float]:
     """Median and p95 wall ms of ``call()`` in this process, and its median CPU ms (this process only: the
     database server's work is in the wall time, not here)."""
@@ -215,7 +199,7 @@ def call_ms(call: Any, repeats: int) -> tuple[float, float, float]:
         call()
         walls.append((time.perf_counter() - start) * 1000)
         cpus.append((time.process_time() - cpu) * 1000)
-    median, p95 = _median_p95(walls)
+    median, p95 = median_p95(walls)
     return median, p95, statistics.median(cpus)
 
 
