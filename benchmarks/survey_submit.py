@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,15 +35,11 @@ from deniable.client import Client, Response
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.keys import generate_keypair
 
-FIVE: list[dict[str, Any]] = [
-    {"id": "smoke", "text": "Smoke?", "kind": "choice", "categories": ["no", "yes"], "mechanism": "binary-rr"},
-    {"id": "mode", "text": "Commute?", "kind": "choice", "categories": ["walk", "bike", "car", "bus", "train"],
-     "mechanism": "oue", "optional": True},
-    {"id": "age", "text": "Age?", "kind": "number", "range": [18, 99], "mechanism": "piecewise"},
-    {"id": "income", "text": "Income?", "kind": "choice", "bins": [0, 20000, 40000, 80000, 1000000], "clip": True},
-    {"id": "apps", "text": "Apps?", "kind": "multi", "options": ["mail", "maps", "news", "chat"],
-     "max_selected": 2, "mechanism": "bitvector", "optional": True},
-]  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.surveys import FIVE  # noqa: E402  (the five questions the size tests use too)
+
 ANSWERS = [
     {"smoke": "yes", "mode": "bike", "age": 37, "income": 52000, "apps": ["mail", "maps"]},
     {"smoke": "no", "age": 64.5, "income": 18000},
