@@ -62,6 +62,7 @@ from deniable.shared.messages import show
 
 __all__ = [
     "ENC_BYTES",
+    "HPKE_SUITE",
     "INFO_LABEL",
     "MAX_CIPHERTEXT_BYTES",
     "MAX_PLAINTEXT_BYTES",
@@ -102,7 +103,9 @@ PROOF_FAILED = (
     "its report again with its own campaign key)"
 )
 
-_SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
+#: The HPKE suite of every envelope (``formats.SUITE_ID`` names it): DHKEM(X25519), HKDF-SHA256, ChaCha20-Poly1305;
+#: the shuffled model's two layers (``shuffle.py``) seal in it too.
+HPKE_SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "pseudonym", "ct"})
 _ENVELOPE_KEYS_V2 = _ENVELOPE_KEYS | {"device_key", "sig"}
 
@@ -328,7 +331,7 @@ def seal(
     info = hpke_info(campaign_id, version, rid, pseudonym)
     key = load_public(public_key)
     try:
-        ciphertext = _SUITE.encrypt(plaintext, key, info=info)
+        ciphertext = HPKE_SUITE.encrypt(plaintext, key, info=info)
     except ValueError as exc:  # a small-order public key gives an all-zero shared secret
         raise InvalidParameter("cannot encrypt to this public key (a small-order X25519 point)") from exc
     if version == 1:
@@ -395,7 +398,7 @@ def open_envelope(
     info = hpke_info(campaign_id, envelope.version, envelope.report_id, envelope.pseudonym)
     key = load_private(private_key)
     try:
-        plaintext = _SUITE.decrypt(envelope.ciphertext, key, info=info)
+        plaintext = HPKE_SUITE.decrypt(envelope.ciphertext, key, info=info)
     except Exception as exc:  # InvalidTag, or a malformed enc (small-order point): all the same to a client
         raise InvalidReport(
             f"ciphertext does not decrypt for campaign '{campaign_id}' with this report id and pseudonym; "

@@ -45,13 +45,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hpke
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from deniable.shared.base64url import b64url_decode as _b64url_decode
 from deniable.shared.base64url import b64url_encode as _b64url_encode
 from deniable.shared.canonical_json import canonical_json, parse_json_object
-from deniable.shared.envelope import ENC_BYTES, TAG_BYTES, pad_plaintext, unpad_plaintext
+from deniable.shared.envelope import ENC_BYTES, HPKE_SUITE, TAG_BYTES, pad_plaintext, unpad_plaintext
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.formats import FORMAT_VERSION
 from deniable.shared.ids import DEVICE_SECRET_BYTES, new_report_id
@@ -95,7 +94,6 @@ OUTER_INFO_LABEL = b"deniable/shuffled-outer/v1"
 DEDUP_LABEL = b"deniable/shuffle-dedup/v1"
 BATCH_SIGNATURE_LABEL = b"deniable/shuffled-batch/v1"
 
-_SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.CHACHA20_POLY1305)
 _HEX32 = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
 _HEX64 = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "ct"})
@@ -218,7 +216,7 @@ def seal_inner(payload: Mapping[str, Any], *, campaign_id: str, public_key: byte
     """The inner ciphertext (``enc || ct``): ``payload`` padded to ``padded_length``, sealed to the campaign."""
     plaintext = pad_plaintext(canonical_json(payload), padded_length)
     try:
-        ct: bytes = _SUITE.encrypt(plaintext, _load_public(public_key), info=inner_info(campaign_id))
+        ct: bytes = HPKE_SUITE.encrypt(plaintext, _load_public(public_key), info=inner_info(campaign_id))
     except ValueError as exc:
         raise InvalidParameter("cannot encrypt to this public key (a small-order X25519 point)") from exc
     return ct
@@ -232,7 +230,7 @@ def open_inner(ciphertext: bytes, *, campaign_id: str, private_key: Any, padded_
             f"an inner ciphertext of campaign '{campaign_id}' is {expected} bytes, got {len(ciphertext)}"
         )
     try:
-        plaintext = _SUITE.decrypt(ciphertext, _load_private(private_key), info=inner_info(campaign_id))
+        plaintext = HPKE_SUITE.decrypt(ciphertext, _load_private(private_key), info=inner_info(campaign_id))
     except Exception as exc:  # InvalidTag or a malformed enc: the same to whoever sent it
         raise InvalidReport(
             f"an inner ciphertext does not decrypt for campaign '{campaign_id}' under its key; it was sealed "
@@ -306,7 +304,7 @@ def seal_shuffled(
         outer["token"] = token
     rid = new_report_id() if report_id is None else report_id
     try:
-        ct = _SUITE.encrypt(canonical_json(outer), _load_public(shuffler_key), info=outer_info(campaign_id, rid))
+        ct = HPKE_SUITE.encrypt(canonical_json(outer), _load_public(shuffler_key), info=outer_info(campaign_id, rid))
     except ValueError as exc:
         raise InvalidParameter("cannot encrypt to the shuffler's public key (a small-order X25519 point)") from exc
     return ShuffledEnvelope(FORMAT_VERSION, rid, ct)
@@ -317,7 +315,7 @@ def open_outer(
 ) -> OuterPayload:
     """Decrypt the outer layer with the shuffler's key and check it; ``InvalidReport`` on any problem."""
     try:
-        plaintext = _SUITE.decrypt(envelope.ciphertext, _load_private(private_key),
+        plaintext = HPKE_SUITE.decrypt(envelope.ciphertext, _load_private(private_key),
                                    info=outer_info(campaign_id, envelope.report_id))  # fmt: skip
     except Exception as exc:
         raise InvalidReport(
