@@ -61,6 +61,9 @@ def _canonical(obj: Any, out: list[str]) -> None:
     elif kind is int:
         out.append(str(obj))
     elif kind is list:
+        if all(type(item) is str for item in obj):  # labels, options: one join, the same text
+            out.append("[" + ",".join(map(_string, obj)) + "]")
+            return
         out.append("[")
         for i, item in enumerate(obj):
             if i:

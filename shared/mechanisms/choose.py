@@ -7,6 +7,7 @@ GRR wins iff k < 3e^ε + 2; otherwise OUE (ties with OLH, whose report is only O
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..errors import InvalidParameter
@@ -25,11 +26,22 @@ MECHANISMS: dict[str, type[Mechanism[Any]]] = REGISTRY["choice"]
 
 def mechanism_from_name(name: str, *, epsilon: float, k: int) -> Mechanism[Any]:
     """Build a one-choice mechanism from its wire name (``binary-rr``, ``grr``, ``oue``, ``olh``, or any
-    registered one) at (ε, k)."""
+    registered one) at (ε, k).
+
+    A mechanism is an immutable value of (class, ε, k), so one built before with arguments of the same
+    values and types is returned again (with its exact weights computed): every descriptor and question of
+    a process that runs, say, OUE at ε = 1 over 16 categories shares one instance."""
     cls = MECHANISMS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise InvalidParameter(f"'mechanism' must be one of {', '.join(MECHANISMS)}, got {name!r}")
+    if type(epsilon) in (float, int) and type(k) is int:
+        return _built(cls, epsilon, k)
     return cls.build(epsilon, k)
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def _built(cls: type[Mechanism[Any]], epsilon: float, k: int) -> Mechanism[Any]:
+    return cls.build(epsilon, k)  # an InvalidParameter is raised, not cached
 
 
 def choose_mechanism(k: int, epsilon: float) -> Mechanism[Any]:
