@@ -103,8 +103,9 @@ def export_campaign(
 ) -> ExportSummary:
     """Write the campaign's reports, descriptor and tallies under ``directory`` (new or empty).
 
-    Raises :class:`InvalidParameter` for a central campaign (its stored answers are raw), a non-empty
-    target, or a missing parent directory; :class:`UnknownCampaign` for an unknown id.
+    Raises :class:`InvalidParameter` for a central campaign (its stored answers are raw), a survey (format
+    3: one export holds one mechanism's columns), a non-empty target, or a missing parent directory;
+    :class:`UnknownCampaign` for an unknown id. Nothing is written when it raises before the reports.
     """
     record = store.get_campaign(campaign_id)
     config = config_of(record)
@@ -113,6 +114,12 @@ def export_campaign(
             f"campaign {campaign_id!r} is central: its stored answers are raw, and an export would take them "
             "out of the curator's custody; export local campaigns only (central results are released with "
             "noise by the estimate route)"
+        )
+    if config.is_survey:  # refused before the target is touched, so that nothing is left behind
+        raise InvalidParameter(
+            f"campaign {campaign_id!r} is a survey (format 3) of {len(config.questions)} questions: an export "
+            "holds one question's reports in one mechanism's columns, so surveys are not exported; the "
+            "estimate route serves every question, overall and per group, and 'deniable verify' recounts them"
         )
     _check_target(directory)
     (directory / "reports").mkdir(parents=True, exist_ok=True)

@@ -188,3 +188,23 @@ def test_concurrent_central_survey_releases_are_each_charged_once_on_both_backen
     logged = store.releases(config.id, limit=1000)
     assert len(logged) == threads * per_thread and all(row.epsilon == 1.0 for row in logged)
     assert store.get_campaign(config.id).epsilon_spent == threads * per_thread  # ε_q = 1 each, exactly
+
+
+def test_exporting_a_survey_is_refused_and_leaves_the_target_untouched(
+    database_target: str | Path, tmp_path: Path
+) -> None:
+    """An export holds one mechanism's columns: a survey is refused by name, before the target directory is
+    touched (it used to fail inside ``build_mechanism`` after creating ``reports/``, so that the retry of
+    a fixed export found the target 'not empty')."""
+    pytest.importorskip("pyarrow")
+    from deniable.aggregator.batch.export import export_campaign
+    from deniable.shared.errors import InvalidParameter
+
+    config = survey("per_question")
+    store = store_with(database_target, config)
+    ingest(store, config, rows_for(config, 20, seed=2))
+    target = tmp_path / "export"
+    target.mkdir()
+    with pytest.raises(InvalidParameter, match=r"is a survey .* not exported"):
+        export_campaign(store, config.id, target)
+    assert list(target.iterdir()) == []
