@@ -248,10 +248,13 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _check_serve_args(args: argparse.Namespace) -> None:
-    if not 0 < args.port < 65536:
-        raise SystemExit(f"--port must be in 1..65535, got {args.port}")
-    if not 1 <= args.workers <= 64 or not 1 <= args.threads <= 64:
-        raise SystemExit(f"--workers and --threads must be in 1..64, got {args.workers} and {args.threads}")
+    from deniable.shared.limits import PORT_RANGE, WORKERS_RANGE
+
+    if not PORT_RANGE[0] <= args.port <= PORT_RANGE[1]:
+        raise SystemExit(f"--port must be in {PORT_RANGE[0]}..{PORT_RANGE[1]}, got {args.port}")
+    low, high = WORKERS_RANGE
+    if not low <= args.workers <= high or not low <= args.threads <= high:
+        raise SystemExit(f"--workers and --threads must be in {low}..{high}, got {args.workers} and {args.threads}")
     if args.max_body_bytes < 1024:
         raise SystemExit(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}")
     if args.min_free_disk < 0:

@@ -66,7 +66,7 @@ from deniable.shared.errors import (
     RedirectRefused,
     TransportError,
 )
-from deniable.shared.limits import RETRY_AFTER_MAX_WAIT
+from deniable.shared.limits import RETRY_AFTER_MAX_WAIT, RETRY_ATTEMPTS, range_text
 
 from .state import DeviceState, OutboxEntry
 from .transport import EncodedTransport, Response, Transport, error_message
@@ -91,8 +91,11 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         attempts = self.attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 20:
-            raise InvalidParameter(f"'attempts' must be an integer in [1, 20], got {self.attempts!r}")
+        low, high = RETRY_ATTEMPTS
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not low <= attempts <= high:
+            raise InvalidParameter(
+                f"'attempts' must be an integer in {range_text(RETRY_ATTEMPTS)}, got {self.attempts!r}"
+            )
         for name in ("base", "cap", "max_retry_after"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 300:

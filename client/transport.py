@@ -25,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from deniable.shared.contract import parse_error
 from deniable.shared.errors import InvalidParameter, TransportError
+from deniable.shared.limits import CLIENT_TIMEOUT_MAX
 
 __all__ = ["EncodedTransport", "HTTPTransport", "Response", "Transport", "error_message"]
 
@@ -126,8 +127,10 @@ class HTTPTransport:
                 f"'aggregator_url' must be an http:// or https:// URL such as http://127.0.0.1:8000, "
                 f"got {base_url!r}"
             )
-        if not (isinstance(timeout, int | float) and 0 < timeout <= 600):
-            raise InvalidParameter(f"'timeout' must be a number of seconds in (0, 600], got {timeout!r}")
+        if not (isinstance(timeout, int | float) and 0 < timeout <= CLIENT_TIMEOUT_MAX):
+            raise InvalidParameter(
+                f"'timeout' must be a number of seconds in (0, {CLIENT_TIMEOUT_MAX:g}], got {timeout!r}"
+            )
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
 

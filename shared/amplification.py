@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deniable.shared.errors import InvalidParameter
+from deniable.shared.limits import MECHANISM_EPSILON
 
 __all__ = [
     "Amplification",
@@ -68,8 +69,10 @@ _BISECTIONS = 60
 def _check(n: object, epsilon0: object, delta: object) -> tuple[int, float, float]:
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
         raise InvalidParameter(f"'n' (reports in the shuffled batch) must be an integer ≥ 2, got {n!r}")
-    if isinstance(epsilon0, bool) or not isinstance(epsilon0, int | float) or not 0 < epsilon0 <= 20:
-        raise InvalidParameter(f"'epsilon0' (the local ε) must be a number in (0, 20], got {epsilon0!r}")
+    if isinstance(epsilon0, bool) or not isinstance(epsilon0, int | float) or not 0 < epsilon0 <= MECHANISM_EPSILON[1]:
+        raise InvalidParameter(
+            f"'epsilon0' (the local ε) must be a number in (0, {MECHANISM_EPSILON[1]:g}], got {epsilon0!r}"
+        )
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
         raise InvalidParameter(f"'delta' must be a number in (0, 1), got {delta!r}")
     return n, float(epsilon0), float(delta)

@@ -55,6 +55,7 @@ __all__ = [
     "CAMPAIGN_PAGE_MAX",
     "CAMPAIGN_STATUSES",
     "CENTRAL_DELTA_RANGE",
+    "CLIENT_TIMEOUT_MAX",
     "DATABASE_BUSY_TIMEOUT_MS",
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
@@ -100,6 +101,7 @@ __all__ = [
     "NUMBER_STEPS",
     "OUTBOX_MAX_AGE_DEFAULT",
     "OUTBOX_MAX_AGE_RANGE",
+    "PORT_RANGE",
     "PSEUDONYM_HEX_DIGITS",
     "PSEUDONYM_PATTERN",
     "QUESTION_SHARE",
@@ -111,6 +113,7 @@ __all__ = [
     "REPORT_ID_PATTERN",
     "RETRY_AFTER_MAX",
     "RETRY_AFTER_MAX_WAIT",
+    "RETRY_ATTEMPTS",
     "ROUND_PATTERN",
     "SHUFFLER_URL_MAX_CHARS",
     "SHUFFLE_DELTA_RANGE",
@@ -127,6 +130,7 @@ __all__ = [
     "TIMELINE_BUCKETS",
     "TIMELINE_MAX_BUCKETS",
     "TIMEOUT_RANGE",
+    "WORKERS_RANGE",
     "check_range",
     "range_text",
 ]
@@ -214,6 +218,11 @@ RETRY_AFTER_MAX_WAIT = 30.0
 #: Seconds a device process waits for another one holding the state database (SQLite busy timeout),
 #: e.g. 20 processes opening a new state dir at once.
 STATE_BUSY_TIMEOUT = 30.0
+#: Longest timeout, in seconds, of one HTTP request of the device or the analyst client (``timeout=``): ten
+#: minutes is far beyond any answer (a central release of the largest grouped estimate takes seconds).
+CLIENT_TIMEOUT_MAX = 600.0
+#: Attempts of one delivery ``RetryPolicy`` (1 = no retry): 20 doublings of the backoff already span hours.
+RETRY_ATTEMPTS: tuple[int, int] = (1, 20)
 #: Milliseconds a writer of the aggregator's or the shuffler's SQLite database waits for the write lock
 #: before SQLite reports "database is locked" (a batch of 1,000 reports commits in well under a second).
 DATABASE_BUSY_TIMEOUT_MS = 30_000
@@ -357,6 +366,11 @@ MAX_CONNECTIONS_RANGE = (16, 100_000)
 MAX_HEADER_BYTES = 16 * 1024
 #: Most header fields in one request (gunicorn's and Apache's default is 100).
 MAX_HEADER_FIELDS = 100
+#: Worker processes, and threads per worker, of ``deniable serve`` and ``deniable shuffle``: beyond 64 a
+#: process count is a typo on any machine this runs on (each worker holds its own database connection).
+WORKERS_RANGE: tuple[int, int] = (1, 64)
+#: TCP ports a server binds.
+PORT_RANGE: tuple[int, int] = (1, 65535)
 
 # -- rate limits per client address (aggregator/ratelimit.py) -------------------------------------------
 

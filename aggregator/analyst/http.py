@@ -50,6 +50,7 @@ from deniable.shared.errors import (
     TransportError,
     UnknownCampaign,
 )
+from deniable.shared.limits import CLIENT_TIMEOUT_MAX
 
 __all__ = ["DEFAULT_URL", "AggregatorConnection", "error_from_answer", "resolve_token", "resolve_url"]
 
@@ -162,8 +163,10 @@ class AggregatorConnection:
     """Requests to one aggregator with one bearer token."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
-        if not (isinstance(timeout, int | float) and 0 < timeout <= 600):
-            raise InvalidParameter(f"'timeout' must be a number of seconds in (0, 600], got {timeout!r}")
+        if not (isinstance(timeout, int | float) and 0 < timeout <= CLIENT_TIMEOUT_MAX):
+            raise InvalidParameter(
+                f"'timeout' must be a number of seconds in (0, {CLIENT_TIMEOUT_MAX:g}], got {timeout!r}"
+            )
         self.url = resolve_url(url)
         self._token = token
         self.timeout = float(timeout)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.cli import env_int, needs
+from deniable.shared.limits import PORT_RANGE, WORKERS_RANGE
 
 __all__ = ["register"]
 
@@ -88,8 +89,10 @@ def shuffle_command(args: argparse.Namespace) -> int:
         else float(_env("INTERVAL", str(limits.SHUFFLE_INTERVAL_DEFAULT)) or 1)
     )
     max_body = args.upstream_max_body if args.upstream_max_body is not None else 8 * 1024 * 1024
-    if not 0 < port < 65536 or not 1 <= workers <= 64 or not 1 <= threads <= 64:
-        raise SystemExit("deniable shuffle: --port must be in 1..65535, --workers and --threads in 1..64")
+    (low_port, high_port), (low, high) = PORT_RANGE, WORKERS_RANGE
+    if not low_port <= port <= high_port or not low <= workers <= high or not low <= threads <= high:
+        raise SystemExit(f"deniable shuffle: --port must be in {low_port}..{high_port}, --workers and --threads in "
+                         f"{low}..{high}")
     if not 0.01 <= interval <= 3600:
         raise SystemExit(f"deniable shuffle: --interval must be in 0.01..3600 seconds, got {interval:g}")
     _check_port(args.host, port)
