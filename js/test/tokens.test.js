@@ -88,3 +88,27 @@ test('a campaign with admission takes one token per new report, obtained blinded
   await assert.rejects(other.requestTokens(plain.id, 1), { code: 'invalid_config', message: /takes no admission tokens/ });
   assert.ok((await TokenBatch.create(campaign, 1)).requests[0].startsWith('AAK'));
 });
+
+test('a shuffled campaign with admission carries its token in the outer layer, for the shuffler', async () => {
+  const { openShuffled } = await import('../src/open.js');
+  const sv = load('shuffled-v1.json');
+  const config = { ...structuredClone(sv.config), admission: admitted().admission };
+  const campaign = await Campaign.fromJson(config);
+  const fetch = async (url, init) => {
+    if (init.method === 'GET') return new Response(JSON.stringify(config), { status: 200 });
+    const { reports } = JSON.parse(init.body);
+    const results = reports.map((r) => ({ report_id: r.report_id, status: 'accepted', reason: null }));
+    fetch.posted.push(...reports);
+    return new Response(JSON.stringify({ results, accepted: reports.length, duplicate: 0, rejected: 0 }), { status: 200 });
+  };
+  fetch.posted = [];
+  const client = await Client.open({ aggregatorUrl: 'http://127.0.0.1:9', fetch, indexedDB: new IDBFactory() });
+  await client.obtainTokens(config.id, 1, async (requests) => issue(requests));
+  await client.submit(config.id, 'yes');
+  assert.equal((await client.flush()).delivered, 1);
+  const keys = { shufflerKey: fromHex(sv.shuffler_keypair.private_key_hex), aggregatorKey: fromHex(sv.aggregator_keypair.private_key_hex) };
+  const opened = await openShuffled(fetch.posted[0], { campaignId: config.id, paddedLength: campaign.paddedLength, ...keys });
+  assert.deepEqual(Object.keys(opened.outer).sort(), ['campaign_id', 'dedup', 'inner', 'token']);
+  assert.equal(b64urlDecode(opened.outer.token).length, 354);
+  assert.equal(opened.innerText, '{"report":1}'); // the inner payload names nothing of the device, no token
+});
