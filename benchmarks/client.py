@@ -11,8 +11,11 @@ Run: ``.venv/bin/python benchmarks/client.py [--reports 2000] [--fleet 20000] [-
    written (a second SQLite transaction), the device's Ed25519 key for the campaign derived, the report
    drawn from the HMAC_DRBG of the device secret (not the OS CSPRNG) and its answer tag. ``Client.submit``
    is printed by the chosen clock and, beside it, by this process's CPU time (``time.process_time``),
-   which a loaded machine inflates less. Measured (load 7-9 on 2 cores, wall): 0.77-0.98 ms at
-   ``durability="normal"`` (2.7-2.9 x parts); before the hot-path work 1.4-2.9 ms.
+   which a loaded machine inflates less. Measured at ``durability="normal"``, 500 answers: 0.77-0.98 ms
+   wall (load 7.6 on 2 cores, CPU the same); in paired runs of the code before and after this work at
+   once, one per core (load 5-12), 0.86-1.41 ms before and 0.89-1.29 ms after, by either clock: what is
+   left is mostly a first answer's own work (four X25519/Ed25519 scalar multiplications, two SQLite
+   commits), and the machine's noise is as large as the difference.
 2. ``simulate_fleet`` against a real ``deniable serve`` this script starts on a free loopback port:
    reports per second end to end (randomize + encrypt + POST in batches of 500 + server decrypt/store).
 """
