@@ -221,7 +221,9 @@ class Mechanism(ABC, Generic[Report]):
 
         This default holds where the events 0 ∈ S and 1 ∈ S are independent given the value (OUE's bits,
         OLH's hash matches): (1−p*)(1−q*), (1−p*)q*, p*(1−q*), p*q*. GRR overrides it (one category per
-        report: the events exclude each other).
+        report: the events exclude each other). The privacy-loss view (``deniable audit --tradeoff``,
+        ``aggregator/tools/tradeoff.py``) takes it as the mechanism's exact law on the neighbours 0 and 1;
+        ``tests/unit/test_registry.py`` checks it against simulated reports for every registered mechanism.
         """
         p, q = self.p_star, self.q_star
         return ((1 - p) * (1 - q), (1 - p) * q, p * (1 - q), p * q)
