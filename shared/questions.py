@@ -535,7 +535,7 @@ class NumberQuestion(Question):
             raise InvalidConfig(f"question {self.id!r}: {exc}") from None
         if not isinstance(self.clip, bool):
             raise InvalidConfig(f"'questions[{self.id}].clip' must be true or false, got {show(self.clip)}")
-        if (self.central or self.mechanism == "duchi") and self.lattice != DEFAULT_LATTICE:
+        if not self._takes_lattice() and self.lattice != DEFAULT_LATTICE:
             raise InvalidConfig(f"question {self.id!r}: a lattice applies to piecewise and hybrid only")
 
     @functools.cached_property
@@ -547,7 +547,13 @@ class NumberQuestion(Question):
         return mean_mechanism_from_name(self.mechanism, epsilon=self.epsilon, steps=self.steps, lattice=self.lattice)
 
     def params(self) -> dict[str, int]:
-        return {} if self.central or self.mechanism == "duchi" else {"lattice": self.lattice}
+        return {"lattice": self.lattice} if self._takes_lattice() else {}
+
+    def _takes_lattice(self) -> bool:
+        """Whether the question's mechanism has an output lattice (the registry's ``takes_lattice``; a central
+        question has no device mechanism)."""
+        cls = mechanism_class(self.mechanism, "number")
+        return not self.central and (cls is None or bool(cls.takes_lattice))
 
     def _kind_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"range": [self.lo, self.hi], "steps": self.steps}

@@ -214,6 +214,8 @@ class MeanMechanism(ABC):
     kind: ClassVar[Literal["number"]] = "number"
     wire_type: ClassVar[type] = int
     wire_description: ClassVar[str] = "integer"
+    #: Whether the output lattice (``lattice``, a public parameter of the descriptor) shapes the reports.
+    takes_lattice: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -343,6 +345,7 @@ class Duchi(MeanMechanism):
     """Duchi et al.: report 1 (t = +C) or 0 (t = −C), C = (s²+1)/(s²−1)."""
 
     name: ClassVar[str] = "duchi"
+    takes_lattice: ClassVar[bool] = False  # two outputs, ±C: no lattice
 
     @property
     def outputs(self) -> int:

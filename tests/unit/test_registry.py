@@ -42,6 +42,7 @@ from deniable.shared.mechanisms import (
     unregister,
 )
 from deniable.shared.mechanisms.base import ReportLayout
+from deniable.shared.mechanisms.mean import DEFAULT_LATTICE, Duchi
 from deniable.shared.sampling import RandBelow, randomized_response
 
 ADMIN = {"Authorization": "Bearer " + "a" * 40}
@@ -236,6 +237,26 @@ def test_batch_columns_follow_the_declared_layout_not_the_name() -> None:
         assert mechanism.tally(to_simulated(mechanism, table)) == mechanism.tally(reports)
     finally:
         unregister(RenamedOLH.name)
+
+
+@dataclass(frozen=True)
+class RenamedDuchi(Duchi):
+    """Duchi under another wire name: a number question asks the class, not the name, whether it has a lattice."""
+
+    name: ClassVar[str] = "test-renamed-duchi"
+
+
+def test_a_number_question_asks_its_mechanism_class_for_the_lattice() -> None:
+    from deniable.shared.questions import make_question
+
+    register(RenamedDuchi)
+    try:
+        for name, params in ((RenamedDuchi.name, {}), ("piecewise", {"lattice": DEFAULT_LATTICE})):
+            question = make_question(id="age", text="Age?", kind="number", epsilon=1.0, mechanism=name,
+                                     range=[0, 10])  # fmt: skip
+            assert question.params() == params, name
+    finally:
+        unregister(RenamedDuchi.name)
 
 
 def test_the_openapi_document_names_it() -> None:
