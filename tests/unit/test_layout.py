@@ -59,7 +59,7 @@ def _dataclasses() -> list[tuple[Path, ast.ClassDef, ast.expr]]:
 def test_dataclasses_with_a_boolean_field_take_keywords_only() -> None:
     offenders = []
     for path, node, decorator in _dataclasses():
-        fields = [s for s in node.body if isinstance(s, ast.AnnAssign)]
+        fields = [s for s in node.body if isinstance(s, ast.AnnAssign) and "ClassVar" not in ast.unparse(s.annotation)]
         if not any("bool" in ast.unparse(s.annotation) for s in fields):
             continue
         keywords = {k.arg: k.value for k in decorator.keywords} if isinstance(decorator, ast.Call) else {}
