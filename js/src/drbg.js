@@ -10,9 +10,37 @@
  */
 
 import { InvalidParameter, bitLength } from './rational.js';
-import { hmacSha256 } from './bytes.js';
+import { sha256 } from '@hpke/common';
 
 const OUTLEN = 32; // SHA-256 output length in bytes
+const BLOCK = 64; // SHA-256 block length
+
+/**
+ * HMAC-SHA256 (RFC 2104) under one key, for the DRBG's many HMACs under the same K: the key's inner and
+ * outer blocks are hashed once per key, and each message continues copies of those two states (noble's
+ * `_cloneInto` into hash objects kept for it), two compressions fewer and no allocation per HMAC.
+ */
+class KeyedHmac {
+  #empty = sha256.create();
+  #inner = sha256.create();
+  #outer = sha256.create();
+  #i = sha256.create();
+  #o = sha256.create();
+  #pad = new Uint8Array(BLOCK);
+
+  setKey(key) { // key: 32 bytes (K is always an HMAC output)
+    const pad = this.#pad;
+    for (let j = 0; j < BLOCK; j += 1) pad[j] = (key[j] ?? 0) ^ 0x36;
+    this.#empty._cloneInto(this.#inner).update(pad);
+    for (let j = 0; j < BLOCK; j += 1) pad[j] = (key[j] ?? 0) ^ 0x5c;
+    this.#empty._cloneInto(this.#outer).update(pad);
+  }
+
+  mac(data) {
+    const inner = this.#inner._cloneInto(this.#i).update(data).digest();
+    return this.#outer._cloneInto(this.#o).update(inner).digest();
+  }
+}
 const MAX_REQUEST = 7500; // bytes per generate call (SP 800-90A Table 2: 2^19 bits)
 const RESEED_INTERVAL = 2 ** 48;
 
@@ -33,7 +61,7 @@ function asBytes(data, name) {
 }
 
 export class HmacDrbg {
-  #key; // K
+  #mac = new KeyedHmac(); // HMAC-SHA256 under K
   #value;
   #reseedCounter;
   #buffer = new Uint8Array(0);
@@ -50,7 +78,7 @@ export class HmacDrbg {
       throw new InvalidParameter(`HMAC_DRBG needs at least 32 bytes of entropy input, got ${entropy.length}`);
     }
     const drbg = new HmacDrbg(PRIVATE);
-    drbg.#key = new Uint8Array(OUTLEN);
+    drbg.#mac.setKey(new Uint8Array(OUTLEN));
     drbg.#value = new Uint8Array(OUTLEN).fill(1);
     drbg.#update(concat(entropy, asBytes(nonce, 'nonce'), asBytes(personalization, 'personalization')));
     drbg.#reseedCounter = 1;
@@ -58,15 +86,15 @@ export class HmacDrbg {
   }
 
   #hmac(data) {
-    return hmacSha256(this.#key, data);
+    return this.#mac.mac(data);
   }
 
   /** HMAC_DRBG_Update (§10.1.2.2). */
   #update(provided) {
-    this.#key = this.#hmac(concat(this.#value, Uint8Array.of(0), provided));
+    this.#mac.setKey(this.#hmac(concat(this.#value, Uint8Array.of(0), provided)));
     this.#value = this.#hmac(this.#value);
     if (provided.length) {
-      this.#key = this.#hmac(concat(this.#value, Uint8Array.of(1), provided));
+      this.#mac.setKey(this.#hmac(concat(this.#value, Uint8Array.of(1), provided)));
       this.#value = this.#hmac(this.#value);
     }
   }
