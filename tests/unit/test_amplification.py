@@ -62,6 +62,7 @@ def test_exact_binary_rr_lies_below_the_generic_bounds(
         assert numerical_epsilon(n, epsilon0, delta) <= closed_form_epsilon(n, epsilon0, delta)
 
 
+@pytest.mark.slow  # the exact ε at every one of 2,002 counts: seconds (make test runs it)
 def test_binary_rr_worst_case_over_the_extremes_is_the_worst_over_every_count() -> None:
     """Beyond 2,001 reports only the counts 0..16 and one half are tried: at the largest n where every count
     is tried, those give the same worst case (the maximum is not always at 0: at n = 201 it is at 1)."""
