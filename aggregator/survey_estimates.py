@@ -39,7 +39,7 @@ from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms.estimate import Tally
 from deniable.shared.survey_estimate import estimate_question
 
-__all__ = ["question_slots", "survey_central_estimate", "survey_local_estimate"]
+__all__ = ["local_question_estimates", "question_slots", "survey_central_estimate", "survey_local_estimate"]
 
 
 def question_slots(config: CampaignConfig, question: str | None) -> tuple[Slot, ...]:
@@ -73,9 +73,11 @@ def _local_question(config: CampaignConfig, slot: Slot, stored: Tally, level: fl
     return body
 
 
-def _local_questions(
+def local_question_estimates(
     config: CampaignConfig, slots: Sequence[Slot], stored: Tally, level: float
 ) -> list[dict[str, Any]]:
+    """The estimate of every question of ``slots`` from one stored tally vector (the estimate route's
+    ``questions``; ``deniable batch`` calls it on its recounted vectors, so the numbers are the same)."""
     return [_local_question(config, slot, stored, level) for slot in slots]
 
 
@@ -98,7 +100,7 @@ def survey_local_estimate(
     overall = store.tallies(config.id, round=round_).get(OVERALL[1], empty)
     body = {**head, "n": overall.n, "level": level}
     if group_by is None:
-        return {**body, "questions": _local_questions(config, slots, overall, level)}
+        return {**body, "questions": local_question_estimates(config, slots, overall, level)}
     groups = store.tallies(config.id, group_by, round=round_)
     values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
     if group_after is not None:
@@ -108,7 +110,7 @@ def survey_local_estimate(
     body["group_by"] = group_by
     body["groups"] = {
         value: {"n": groups.get(value, empty).n,
-                "questions": _local_questions(config, slots, groups.get(value, empty), level)}
+                "questions": local_question_estimates(config, slots, groups.get(value, empty), level)}
         for value in values
     }  # fmt: skip
     if more:

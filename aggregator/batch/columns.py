@@ -54,18 +54,20 @@ def arrow_fields(mechanism: Mechanism[Any]) -> list[pa.Field]:
 
 
 def to_columns(mechanism: Mechanism[Any], reports: Sequence[Any]) -> dict[str, pa.Array]:
-    """Decoded device reports (``mechanism.decode_report`` output) → the arrays of :func:`arrow_fields`."""
+    """Decoded device reports (``mechanism.decode_report`` output) → the arrays of :func:`arrow_fields`
+    (``None`` → null: a survey question not answered by that row)."""
     fields = {f.name: f.type for f in arrow_fields(mechanism)}
     layout = _layout(mechanism)
     if layout == "seeded-bucket":
         return {
-            "seed": pa.array([r.seed for r in reports], type=fields["seed"]),
-            "y": pa.array([r.y for r in reports], type=fields["y"]),
+            "seed": pa.array([None if r is None else r.seed for r in reports], type=fields["seed"]),
+            "y": pa.array([None if r is None else r.y for r in reports], type=fields["y"]),
         }
     if layout == "bitmask":
         width = _mask_bytes(mechanism.k)
-        return {"report": pa.array([int(r).to_bytes(width, "little") for r in reports], type=fields["report"])}
-    return {"report": pa.array([int(r) for r in reports], type=fields["report"])}
+        masks = [None if r is None else int(r).to_bytes(width, "little") for r in reports]
+        return {"report": pa.array(masks, type=fields["report"])}
+    return {"report": pa.array([None if r is None else int(r) for r in reports], type=fields["report"])}
 
 
 def to_simulated(mechanism: Mechanism[Any], table: pa.Table) -> Any:

@@ -8,7 +8,8 @@ Layout of an export directory::
 
 Each row is one accepted report: ``round`` ('' outside recurring campaigns), ``day`` (the UTC day it
 arrived, the finest time the store keeps), ``group_<field>`` for every group field (null where the device
-sent none) and the report columns of :mod:`.columns`. No report id, pseudonym, address or finer time is
+sent none) and the report columns of :mod:`.columns` (a survey: per question its state and report columns,
+:mod:`.survey_columns`). No report id, pseudonym, address or finer time is
 exported. The reports and the tallies in the manifest are read in one snapshot (a read transaction), so
 ``deniable batch`` can check that the files recount to exactly the service's tallies, even when the export
 ran beside live ingestion.
@@ -28,8 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deniable.aggregator.batch.columns import arrow_fields, to_columns
+from deniable.aggregator.batch.survey_columns import question_fields, survey_arrays
 from deniable.aggregator.service import config_of
 from deniable.aggregator.store import Store
+from deniable.aggregator.survey_tally import layout
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 
@@ -61,25 +64,29 @@ def schema_of(config: CampaignConfig) -> pa.Schema:
     """The Parquet schema of a campaign's exported reports."""
     public = [pa.field("round", pa.string(), nullable=False), pa.field("day", pa.date32(), nullable=False)]
     groups = [pa.field(group_column(f), pa.string()) for f in config.group_fields]
+    if config.is_survey:
+        return pa.schema(public + groups + [f for q in config.questions for f in question_fields(q)])
     return pa.schema(public + groups + arrow_fields(config.build_mechanism()))
 
 
 def _batches(
     config: CampaignConfig, rows: Iterable[tuple[str, str, dict[str, str], str]], size: int
 ) -> Iterator[pa.RecordBatch]:
-    mechanism = config.build_mechanism()
+    mechanism = None if config.is_survey else config.build_mechanism()
     schema = schema_of(config)
     chunk: list[tuple[str, str, dict[str, str], str]] = []
 
     def flush() -> pa.RecordBatch:
-        reports = [mechanism.decode_report(json.loads(r[3])) for r in chunk]
         arrays: dict[str, Any] = {
             "round": pa.array([r[0] for r in chunk], pa.string()),
             "day": pa.array([dt.date.fromisoformat(r[1]) for r in chunk], pa.date32()),
         }
         for f in config.group_fields:
             arrays[group_column(f)] = pa.array([r[2].get(f) for r in chunk], pa.string())
-        arrays.update(to_columns(mechanism, reports))
+        if mechanism is None:
+            arrays.update(survey_arrays(config, [json.loads(r[3]) for r in chunk]))
+        else:
+            arrays.update(to_columns(mechanism, [mechanism.decode_report(json.loads(r[3])) for r in chunk]))
         return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
 
     for row in rows:
@@ -103,8 +110,11 @@ def export_campaign(
 ) -> ExportSummary:
     """Write the campaign's reports, descriptor and tallies under ``directory`` (new or empty).
 
-    Raises :class:`InvalidParameter` for a central campaign (its stored answers are raw), a survey (format
-    3: one export holds one mechanism's columns), a non-empty target, or a missing parent directory;
+    A local survey (format 3) is exported too, every question in columns of its own (:mod:`.survey_columns`), the
+    tallies in the manifest being its tally vectors (every question's answers, skips and tally per row).
+
+    Raises :class:`InvalidParameter` for a central campaign or survey (its stored answers are raw), a
+    non-empty target, or a missing parent directory;
     :class:`UnknownCampaign` for an unknown id. Nothing is written when it raises before the reports.
     """
     record = store.get_campaign(campaign_id)
@@ -114,12 +124,6 @@ def export_campaign(
             f"campaign {campaign_id!r} is central: its stored answers are raw, and an export would take them "
             "out of the curator's custody; export local campaigns only (central results are released with "
             "noise by the estimate route)"
-        )
-    if config.is_survey:  # refused before the target is touched, so that nothing is left behind
-        raise InvalidParameter(
-            f"campaign {campaign_id!r} is a survey (format 3) of {len(config.questions)} questions: an export "
-            "holds one question's reports in one mechanism's columns, so surveys are not exported; the "
-            "estimate route serves every question, overall and per group, and 'deniable verify' recounts them"
         )
     _check_target(directory)
     (directory / "reports").mkdir(parents=True, exist_ok=True)
@@ -160,14 +164,21 @@ def export_campaign(
         "format": EXPORT_FORMAT,
         "campaign_id": campaign_id,
         "exported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "mechanism": config.build_mechanism().name,
-        "k": config.k,
+        "mechanism": "survey" if config.is_survey else config.build_mechanism().name,
+        "k": None if config.is_survey else config.k,
         "group_fields": list(config.group_fields),
         "columns": schema_of(config).names,
         "n_reports": total,
         "files": files,
         "tallies": tallies,
     }
+    if config.is_survey:  # where each question sits in the tally vectors, and its columns
+        manifest["questions"] = [
+            {"id": slot.question.id, "kind": slot.question.kind, "mechanism": slot.question.mechanism,
+             "columns": [f.name for f in question_fields(slot.question)], "tally_offset": slot.offset,
+             "tally_width": slot.width}
+            for slot in layout(config)
+        ]  # fmt: skip
     _write_json(directory / "descriptor.json", config.to_json())
     _write_json(directory / "manifest.json", manifest)
     return ExportSummary(directory, total, tuple(files))

@@ -14,7 +14,7 @@ report, so filtering and grouping stay post-processing of ε-LDP reports.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Mechanism, OLHReports
 from deniable.shared.mechanisms.estimate import Tally
 
-__all__ = ["OPERATORS", "Condition", "Partial", "Plan", "merge", "tally_table"]
+__all__ = ["OPERATORS", "Condition", "Partial", "Plan", "merge", "subset", "tally_table"]
 
 #: Filter operators on public fields.
 OPERATORS = ("=", "!=", ">=", "<=", ">", "<")
@@ -58,6 +58,7 @@ class Plan:
     by: tuple[str, ...] = ()
     where: tuple[Condition, ...] = ()
     check: bool = True  # also the service's own tallies (per round: overall and per group field)
+    cross: tuple[str, ...] = ()  # two choice questions of a survey to cross-tabulate per cell
 
     def config(self) -> CampaignConfig:
         return CampaignConfig.from_json(dict(self.descriptor))
@@ -85,7 +86,8 @@ def _mask(table: pa.Table, config: CampaignConfig, where: Sequence[Condition]) -
     return mask
 
 
-def _subset(simulated: Any, index: np.ndarray) -> Any:
+def subset(simulated: Any, index: np.ndarray) -> Any:
+    """Rows ``index`` of a mechanism's vectorized reports (:meth:`simulate` output)."""
     if isinstance(simulated, OLHReports):
         return OLHReports(simulated.seeds[index], simulated.y[index])
     return simulated[index]
@@ -100,9 +102,8 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> tuple[list[str | None], np.nda
     return labels, codes
 
 
-def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
-    """Add the tally of every cell of the ``keys`` columns (one value per row each) into ``out``."""
-    n = _length(simulated)
+def _groups(n: int, keys: Sequence[pa.ChunkedArray]) -> Iterator[tuple[Cell, np.ndarray]]:
+    """Every cell of the ``keys`` columns (one value per row each) present in the n rows, with its rows."""
     if n == 0:
         return
     combined = np.zeros(n, dtype=np.int64)
@@ -124,19 +125,69 @@ def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedA
         for labels in reversed(per_column):
             code, rest = divmod(code, len(labels))
             parts.append(labels[rest])
-        tally = mechanism.tally(_subset(simulated, order[bounds[c] : bounds[c + 1]]))
-        cell = tuple(reversed(parts))
-        out[cell] = out[cell] + tally if cell in out else tally
+        yield tuple(reversed(parts)), order[bounds[c] : bounds[c + 1]]
+
+
+def _add(out: dict[Cell, Any], cell: Cell, value: Any) -> None:
+    out[cell] = out[cell] + value if cell in out else value
+
+
+def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
+    """Add the tally of every cell of the ``keys`` columns (one value per row each) into ``out``."""
+    for cell, rows in _groups(_length(simulated), keys):
+        _add(out, cell, mechanism.tally(subset(simulated, rows)))
 
 
 def _length(simulated: Any) -> int:
     return len(simulated.y) if isinstance(simulated, OLHReports) else len(simulated)
 
 
+def _survey_table(table: pa.Table, plan: Plan, config: CampaignConfig) -> dict[str, Any]:
+    """:func:`tally_table` of a survey: the service's tally vector per cell, and the cross sums."""
+    from deniable.aggregator.batch import survey_columns as survey
+
+    result: dict[str, Any] = {}
+
+    def tallies(part: pa.Table, keys: Sequence[str]) -> Partial:
+        decoded = survey.decode(config, part)
+        out: Partial = {}
+        for cell, rows in _groups(part.num_rows, [part.column(k) for k in keys]):
+            _add(out, cell, survey.survey_tally(config, decoded, rows))
+        return out
+
+    if plan.check:
+        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(table, ["round"]).items()}
+        for f in config.group_fields:
+            column = table.column(group_column(f))
+            present = table if column.null_count == 0 else table.filter(pc.is_valid(column))
+            for (round_, value), row in tallies(present, ["round", group_column(f)]).items():
+                check[(round_, f, value)] = row
+        result["check"] = check
+    mask = _mask(table, config, plan.where)
+    selected = table if mask is None else table.filter(mask)
+    keys = [public_column(config, name) for name in plan.by]
+    result["cells"] = tallies(selected, keys)
+    if plan.cross:
+        first, second = survey.cross_questions(config, plan.cross)
+        ids = [q.id for q in config.questions]
+        pair = (ids.index(first.id), ids.index(second.id))
+        decoded = survey.decode(config, selected)
+        cross: dict[Cell, Any] = {}
+        for cell, rows in _groups(selected.num_rows, [selected.column(k) for k in keys]):
+            _add(cross, cell, survey.cross_sums(decoded, pair, rows))
+        result["cross"] = cross
+    return result
+
+
 def tally_table(table: pa.Table, plan: Plan) -> dict[str, Partial]:
     """Partial tallies of one partition: ``{"cells": ...}`` for the plan's ``by``/``where``, and, when
-    ``plan.check``, ``{"check": ...}`` keyed ``(round, group_field, group_value)`` like the service's."""
+    ``plan.check``, ``{"check": ...}`` keyed ``(round, group_field, group_value)`` like the service's.
+
+    A survey's tallies are its tally vectors (:mod:`.survey_columns`); with ``plan.cross``, ``{"cross": ...}``
+    holds per cell the additive :class:`~.survey.CrossSums` of the two questions."""
     config = plan.config()
+    if config.is_survey:
+        return _survey_table(table, plan, config)
     mechanism = config.build_mechanism()
     result: dict[str, Partial] = {}
     if plan.check:
@@ -164,12 +215,12 @@ def tally_table(table: pa.Table, plan: Plan) -> dict[str, Partial]:
     return result
 
 
-def merge(parts: Sequence[dict[str, Partial]]) -> dict[str, Partial]:
-    """The sum of partial tallies (cell by cell)."""
-    total: dict[str, Partial] = {}
+def merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The sum of partial results (cell by cell: tallies, or the cross sums of a survey)."""
+    total: dict[str, Any] = {}
     for part in parts:
         for name, partial in part.items():
             into = total.setdefault(name, {})
-            for cell, tally in partial.items():
-                into[cell] = into[cell] + tally if cell in into else tally
+            for cell, value in partial.items():
+                _add(into, cell, value)
     return total

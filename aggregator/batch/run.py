@@ -25,6 +25,9 @@ import pyarrow.parquet as pq
 
 from deniable.aggregator.batch.export import read_manifest
 from deniable.aggregator.batch.kernel import OPERATORS, Condition, Partial, Plan, merge, public_column, tally_table
+from deniable.aggregator.batch.survey_columns import cross_estimate, cross_questions
+from deniable.aggregator.survey_estimates import local_question_estimates
+from deniable.aggregator.survey_tally import layout, width
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Tally
 
@@ -49,6 +52,7 @@ class BatchResult:
     files: int
     workers: int
     cells: list[dict[str, Any]]
+    cross: list[dict[str, Any]] = field(default_factory=list)
     check_mismatches: list[str] = field(default_factory=list)
     checked: int = 0
     live: str | None = None
@@ -70,6 +74,7 @@ class BatchResult:
             "workers": self.workers,
             "check": {"tallies_compared": self.checked, "mismatches": self.check_mismatches, "live": self.live},
             "cells": self.cells,
+            **({"cross": self.cross} if self.cross else {}),
         }
 
 
@@ -113,10 +118,19 @@ def _client(scheduler: str | None, workers: int | None) -> Any:
     return local_client(workers)
 
 
+def _sorted(cells: Any) -> list[Any]:
+    return sorted(cells, key=lambda c: tuple("" if v is None else v for v in c))
+
+
 def _estimate_rows(config: Any, cells: Partial, by: Sequence[str], level: float) -> list[dict[str, Any]]:
-    mechanism = config.build_mechanism()
     rows = []
-    for cell in sorted(cells, key=lambda c: tuple("" if v is None else v for v in c)):
+    if config.is_survey:  # the service's own estimates of every question, from the same tally vectors
+        for cell in _sorted(cells):
+            questions = local_question_estimates(config, layout(config), cells[cell], level)
+            rows.append({"cell": dict(zip(by, cell, strict=True)), "n": cells[cell].n, "questions": questions})
+        return rows
+    mechanism = config.build_mechanism()
+    for cell in _sorted(cells):
         estimate = mechanism.estimate_tally(cells[cell])
         rows.append({"cell": dict(zip(by, cell, strict=True)), **estimate.to_dict(level, list(config.categories))})
     return rows
@@ -167,17 +181,21 @@ def run_batch(
     url: str | None = None,
     token: str | None = None,
     client: Any = None,
+    cross: Sequence[str] = (),
 ) -> BatchResult:
     """Recompute the export's tallies on Dask; estimates per cell of ``by`` over the rows kept by ``where``.
 
-    ``client``: an existing ``dask.distributed.Client`` (else one is made and closed here).
+    ``client``: an existing ``dask.distributed.Client`` (else one is made and closed here). ``cross``: two
+    choice questions of a survey (per_question split) to cross-tabulate in every cell.
     """
     manifest, config = read_manifest(directory)
+    if cross:
+        cross_questions(config, cross)  # refused before any cluster starts
     for name in [*by, *(c.column for c in where)]:
         public_column(config, name)
     if len(set(by)) != len(by):
         raise InvalidParameter(f"--by names a field twice: {', '.join(by)}")
-    plan = Plan(descriptor=config.to_json(), by=tuple(by), where=tuple(where), check=not where)
+    plan = Plan(descriptor=config.to_json(), by=tuple(by), where=tuple(where), check=not where, cross=tuple(cross))
     paths = [str(directory / name) for name in manifest["files"]]
     own = client is None
     if own:
@@ -204,9 +222,14 @@ def run_batch(
         workers=n_workers,
         cells=_estimate_rows(config, cells, by, level),
     )
+    if cross:
+        first, second = cross_questions(config, cross)
+        result.cross = [{"cell": dict(zip(by, cell, strict=True)),
+                         **cross_estimate(first, second, total["cross"][cell], level)}
+                        for cell in _sorted(total.get("cross", {}))]  # fmt: skip
     if plan.check:
-        result.checked, result.check_mismatches = _check(manifest, total.get("check", {}), config.k)
-        if url and not by and not config.recurring and result.cells:
+        result.checked, result.check_mismatches = _check(manifest, total.get("check", {}), width(config))
+        if url and not by and not config.recurring and result.cells and not config.is_survey:
             overall = result.cells[0]
             counts = [row["count"] for row in overall["categories"]]
             result.live = _live_check(url, token, config.id, overall["n"], counts)

@@ -48,6 +48,8 @@ def register(subparsers: Any) -> None:
     batch.add_argument("--scheduler", default=os.environ.get("DENIABLE_DASK_SCHEDULER"),
                        help="address of a Dask scheduler (env DENIABLE_DASK_SCHEDULER); default: a local cluster")
     batch.add_argument("--workers", type=int, default=None, help="local cluster workers (default: one per core)")
+    batch.add_argument("--cross", default="", metavar="Q1,Q2",
+                       help="a survey's two choice questions: estimate their joint counts in every cell")
     batch.add_argument("--level", type=float, default=0.95, help="interval level")
     batch.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     batch.add_argument("--url", default=None,
@@ -90,6 +92,7 @@ def batch_command(args: argparse.Namespace) -> int:
             level=args.level,
             url=args.url,
             token=os.environ.get("DENIABLE_TOKEN"),
+            cross=[q.strip() for q in args.cross.split(",") if q.strip()],
         )
     except DeniableError as exc:
         print(f"deniable batch: {exc}", file=sys.stderr)
@@ -102,13 +105,62 @@ def batch_command(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _print_rows(result: Any, fmt: str) -> None:
-    header = [*result.by, "category", "n", "count", "stderr", "ci_low", "ci_high", "proportion"]
+def _survey_rows(result: Any) -> tuple[list[str], list[list[Any]]]:
+    header = [*result.by, "question", "label", "answered", "count", "stderr", "ci_low", "ci_high", "proportion"]
     rows = []
     for cell in result.cells:
-        for cat in cell["categories"]:
-            rows.append([*("" if v is None else v for v in cell["cell"].values()), cat["category"], cell["n"],
-                         cat["count"], cat["stderr"], cat["ci"][0], cat["ci"][1], cat["proportion"]])
+        keys = ["" if v is None else v for v in cell["cell"].values()]
+        for q in cell["questions"]:
+            if q["kind"] == "number":
+                mean = q["mean"]
+                rows.append([*keys, q["question"], "mean", q["answered"], mean["mean"], mean["stderr"],
+                             mean["ci"][0], mean["ci"][1], None])
+                continue
+            for row in q["options" if q["kind"] == "multi" else "categories"]:
+                rows.append([*keys, q["question"], row.get("category", row.get("option")), q["answered"],
+                             row["count"], row["stderr"], row["ci"][0], row["ci"][1], row["proportion"]])
+    return header, rows
+
+
+def _cross_rows(result: Any) -> tuple[list[str], list[list[Any]]]:
+    first, second = result.cross[0]["questions"]
+    header = [*result.by, first, second, "answered_both", "count", "stderr", "ci_low", "ci_high", "proportion"]
+    rows = []
+    for cell in result.cross:
+        keys = ["" if v is None else v for v in cell["cell"].values()]
+        for row in cell["cells"]:
+            rows.append([*keys, row[first], row[second], cell["answered_both"], row["count"], row["stderr"],
+                         row["ci"][0], row["ci"][1], row["proportion"]])
+    return header, rows
+
+
+def _print_table(header: list[str], rows: list[list[Any]], left: int) -> None:
+    def show(x: Any) -> str:
+        return f"{x:.2f}" if isinstance(x, float) else ("-" if x is None else str(x))
+
+    table = [header] + [[show(x) for x in row] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        print("  ".join(c.rjust(w) if i >= left else c.ljust(w) for i, (c, w) in
+                        enumerate(zip(r, widths, strict=True))).rstrip())
+
+
+def _print_rows(result: Any, fmt: str) -> None:
+    survey = bool(result.cells) and "questions" in result.cells[0]
+    if result.cross:  # the cross-tabulation is what was asked: it is the output (the recount still checks)
+        header, rows = _cross_rows(result)
+        left = len(result.by) + 2
+    elif survey:
+        header, rows = _survey_rows(result)
+        left = len(result.by) + 2
+    else:
+        header = [*result.by, "category", "n", "count", "stderr", "ci_low", "ci_high", "proportion"]
+        rows = []
+        for cell in result.cells:
+            for cat in cell["categories"]:
+                rows.append([*("" if v is None else v for v in cell["cell"].values()), cat["category"],
+                             cell["n"], cat["count"], cat["stderr"], cat["ci"][0], cat["ci"][1], cat["proportion"]])
+        left = len(result.by) + 1
     if fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(header)
@@ -119,14 +171,10 @@ def _print_rows(result: Any, fmt: str) -> None:
           f"{result.workers} worker{'s' if result.workers != 1 else ''}")
     print(f"# {_privacy_note()}")
 
-    def show(x: Any) -> str:
-        return f"{x:.2f}" if isinstance(x, float) else ("-" if x is None else str(x))
-
-    table = [header] + [[show(x) for x in row] for row in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    for r in table:
-        print("  ".join(c.rjust(w) if i >= len(result.by) + 1 else c.ljust(w) for i, (c, w) in
-                        enumerate(zip(r, widths, strict=True))).rstrip())
+    if result.cross:
+        print("# cross-tabulation: count = Σ φ₁·φ₂ over the respondents who answered both (unbiased: the two "
+              "answers are randomized independently); stderr = √(m·sample variance), interval normal")
+    _print_table(header, rows, left)
     outside = [cell for cell in result.cells if cell.get("unbiased", {}).get("outside_range")]
     if outside:  # small cells: say next to the numbers why a share can be below 0 or above 1
         cells = f"{len(outside)} cell{'s' if len(outside) != 1 else ''}"

@@ -239,6 +239,30 @@ class Mechanism(ABC, Generic[Report]):
         result: npt.NDArray[np.int64] = np.fromiter(codes, dtype=np.int64, count=len(reports))
         return result
 
+    def support_matrix(self, simulated: Any) -> npt.NDArray[np.bool_]:
+        """The n × k matrix [v ∈ Support(yᵢ)] of :meth:`simulate` output (the rows of the tally before they
+        are summed). Subclasses vectorize it; this generic form goes through :meth:`split_simulated`."""
+        import numpy as np
+
+        reports = self.split_simulated(simulated)
+        matrix = np.zeros((len(reports), self.k), dtype=bool)
+        for i, report in enumerate(reports):
+            matrix[i, self.support(report)] = True
+        return matrix
+
+    def indicators(self, simulated: Any) -> npt.NDArray[np.float64]:
+        """φ(yᵢ)_v = ([v ∈ Support(yᵢ)] − q*)/(p* − q*): per report, an unbiased estimate of [xᵢ = v].
+
+        E[φ(y)_v | x] = ([x = v]·p* + [x ≠ v]·q* − q*)/(p* − q*) = [x = v], for every pure protocol (GRR and
+        binary: (1[y = v] − q)/(p − q); OUE: (bit_v − q)/(1/2 − q); OLH: (1[H_seed(v) = y] − 1/g)/(p − 1/g)).
+        Summed over reports it is the count estimate of :meth:`estimate_tally`; the product of two
+        independently randomized questions' φ estimates their joint indicator (``deniable batch --cross``).
+        """
+        import numpy as np
+
+        result: npt.NDArray[np.float64] = (self.support_matrix(simulated).astype(np.float64) - self.q_star) / self.gap
+        return result
+
     def tally(self, reports: Iterable[Report] | Any) -> Tally:
         """Sufficient statistic of ``reports``: device reports (an iterable) or :meth:`simulate` output."""
         fast = self._tally_simulated(reports)

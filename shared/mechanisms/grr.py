@@ -110,6 +110,14 @@ class GRR(Mechanism[int]):
         result: np.ndarray = 2 * (y == 0).astype(np.int64) + (y == 1).astype(np.int64)
         return result
 
+    def support_matrix(self, simulated: Any) -> np.ndarray:
+        """[yᵢ = v], vectorized."""
+        import numpy as np
+
+        y = self._check_values(np.asarray(simulated))
+        result: np.ndarray = y[:, None] == np.arange(self.k)[None, :]
+        return result
+
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np
 

@@ -185,6 +185,23 @@ class OLH(Mechanism[OLHReport]):
         result: np.ndarray = 2 * in0.astype(np.int64) + in1.astype(np.int64)
         return result
 
+    def support_matrix(self, simulated: Any) -> np.ndarray:
+        """[H_seed(v) = y] for every report and v, vectorized as in the tally."""
+        import numpy as np
+
+        seeds = np.asarray(simulated.seeds, dtype=np.uint64)
+        yu = np.asarray(simulated.y, dtype=np.int64).astype(np.uint64)
+        prime = np.uint64(PRIME)
+        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
+        hashed = (seeds & np.uint64(0xFFFFFFFF)) % prime
+        g = np.uint64(self.g)
+        matrix = np.empty((yu.size, self.k), dtype=bool)
+        for v in range(self.k):
+            matrix[:, v] = hashed % g == yu
+            hashed += a
+            hashed %= prime
+        return matrix
+
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np
 

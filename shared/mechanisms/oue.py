@@ -132,6 +132,15 @@ class OUE(Mechanism[int]):
         result: np.ndarray = 2 * bits[:, 0].astype(np.int64) + bits[:, 1].astype(np.int64)
         return result
 
+    def support_matrix(self, simulated: Any) -> np.ndarray:
+        """The bits themselves."""
+        import numpy as np
+
+        bits = np.asarray(simulated, dtype=bool)
+        if bits.ndim != 2 or bits.shape[1] != self.k:
+            raise InvalidReport(f"simulated oue reports must be an (n, {self.k}) array")
+        return bits
+
     def _tally_simulated(self, reports: Any) -> Tally | None:
         import numpy as np
 

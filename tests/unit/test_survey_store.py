@@ -190,21 +190,53 @@ def test_concurrent_central_survey_releases_are_each_charged_once_on_both_backen
     assert store.get_campaign(config.id).epsilon_spent == threads * per_thread  # ε_q = 1 each, exactly
 
 
-def test_exporting_a_survey_is_refused_and_leaves_the_target_untouched(
+@pytest.mark.parametrize("split", ["per_question", "sampling"])
+def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
+    database_target: str | Path, tmp_path: Path, split: str
+) -> None:
+    """A local survey is exported with every question in columns of its own (its state: answered, skipped,
+    not drawn), and the batch kernel over the files recounts exactly the tally vectors the store holds,
+    overall and per group; the service's estimates follow from the same vectors."""
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from deniable.aggregator.batch.export import export_campaign, read_manifest
+    from deniable.aggregator.batch.kernel import Plan, merge, tally_table
+
+    config = survey(split)
+    store = store_with(database_target, config)
+    rows = rows_for(config, 120, seed=4)
+    ingest(store, config, rows)
+    summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=50)
+    assert summary.reports == 120 and len(summary.files) == 3
+    manifest, read = read_manifest(tmp_path / "export")
+    assert read == config and [q["id"] for q in manifest["questions"]] == ["smoke", "apps", "age"]
+    table = pq.read_table(tmp_path / "export" / summary.files[0])
+    states = set(table.column("q_apps__state").to_pylist())
+    assert states == ({"answered", "skipped", "not_drawn"} if split == "sampling" else {"answered", "skipped"})
+    total = merge([tally_table(pq.read_table(tmp_path / "export" / f), Plan(descriptor=config.to_json()))
+                   for f in summary.files])  # fmt: skip
+    stored = {(t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
+              for t in manifest["tallies"]}  # fmt: skip
+    assert total["check"] == stored
+    want = summed(config, rows)
+    assert stored[("", "", "")] == want[OVERALL] and stored[("", "region", "north")] == want[("region", "north")]
+
+
+def test_exporting_a_central_survey_is_refused_and_leaves_the_target_untouched(
     database_target: str | Path, tmp_path: Path
 ) -> None:
-    """An export holds one mechanism's columns: a survey is refused by name, before the target directory is
-    touched (it used to fail inside ``build_mechanism`` after creating ``reports/``, so that the retry of
-    a fixed export found the target 'not empty')."""
     pytest.importorskip("pyarrow")
     from deniable.aggregator.batch.export import export_campaign
     from deniable.shared.errors import InvalidParameter
 
-    config = survey("per_question")
-    store = store_with(database_target, config)
-    ingest(store, config, rows_for(config, 20, seed=2))
+    config = CampaignConfig.create_survey(
+        id="s-central-export", title="Health", questions=QUESTIONS, epsilon=3.0, split="per_question",
+        trust_model="central", budget=10.0, public_key=bytes(range(1, 33)),
+    )  # fmt: skip
+    store = store_with(database_target, config, trust_model="central", budget=10.0)
     target = tmp_path / "export"
     target.mkdir()
-    with pytest.raises(InvalidParameter, match=r"is a survey .* not exported"):
+    with pytest.raises(InvalidParameter, match="is central"):
         export_campaign(store, config.id, target)
     assert list(target.iterdir()) == []
