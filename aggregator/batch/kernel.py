@@ -147,34 +147,35 @@ def _survey_table(table: pa.Table, plan: Plan, config: CampaignConfig) -> dict[s
     from deniable.aggregator.batch import survey_columns as survey
 
     result: dict[str, Any] = {}
+    decoded = survey.decode(config, table)  # once per partition; cells and filters take rows of it
 
-    def tallies(part: pa.Table, keys: Sequence[str]) -> Partial:
-        decoded = survey.decode(config, part)
+    def tallies(rows: np.ndarray, keys: Sequence[str]) -> Partial:
         out: Partial = {}
-        for cell, rows in _groups(part.num_rows, [part.column(k) for k in keys]):
-            _add(out, cell, survey.survey_tally(config, decoded, rows))
+        for cell, index in _groups(rows.size, [table.column(k).take(pa.array(rows)) for k in keys]):
+            _add(out, cell, survey.survey_tally(config, decoded, rows[index]))
         return out
 
+    every = np.arange(table.num_rows)
     if plan.check:
-        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(table, ["round"]).items()}
+        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(every, ["round"]).items()}
         for f in config.group_fields:
             column = table.column(group_column(f))
-            present = table if column.null_count == 0 else table.filter(pc.is_valid(column))
+            present = every if column.null_count == 0 else np.flatnonzero(
+                pc.is_valid(column).to_numpy(zero_copy_only=False))
             for (round_, value), row in tallies(present, ["round", group_column(f)]).items():
                 check[(round_, f, value)] = row
         result["check"] = check
     mask = _mask(table, config, plan.where)
-    selected = table if mask is None else table.filter(mask)
+    selected = every if mask is None else np.flatnonzero(mask.to_numpy(zero_copy_only=False))
     keys = [public_column(config, name) for name in plan.by]
     result["cells"] = tallies(selected, keys)
     if plan.cross:
         first, second = survey.cross_questions(config, plan.cross)
         ids = [q.id for q in config.questions]
         pair = (ids.index(first.id), ids.index(second.id))
-        decoded = survey.decode(config, selected)
         cross: dict[Cell, Any] = {}
-        for cell, rows in _groups(selected.num_rows, [selected.column(k) for k in keys]):
-            _add(cross, cell, survey.cross_sums(decoded, pair, rows))
+        for cell, index in _groups(selected.size, [table.column(k).take(pa.array(selected)) for k in keys]):
+            _add(cross, cell, survey.cross_sums(decoded, pair, selected[index]))
         result["cross"] = cross
     return result
 

@@ -45,6 +45,8 @@ __all__ = ["cross_estimate", "cross_questions", "cross_sums", "decode", "questio
            "survey_tally"]
 
 ANSWERED, SKIPPED, NOT_DRAWN = "answered", "skipped", "not_drawn"
+#: Indicator cells (rows × k) computed at once by :func:`cross_sums` (8 MB of float64).
+_CHUNK_CELLS = 1 << 20
 _STATES = (ANSWERED, SKIPPED, NOT_DRAWN)
 
 
@@ -201,9 +203,17 @@ def cross_sums(decoded: Sequence[_Decoded], pair: tuple[int, int], rows: np.ndar
     ``decoded``): φ₁ᵀφ₂ and (φ₁²)ᵀ(φ₂²), φ the mechanisms' per-report indicators."""
     first, second = decoded[pair[0]], decoded[pair[1]]
     both = rows[(first.state[rows] == 0) & (second.state[rows] == 0)]
-    phi1 = first.question.build_mechanism().indicators(first.reports(both))
-    phi2 = second.question.build_mechanism().indicators(second.reports(both))
-    return CrossSums(int(both.size), phi1.T @ phi2, (phi1 * phi1).T @ (phi2 * phi2))
+    k1, k2 = len(first.question.labels), len(second.question.labels)
+    total, squares = np.zeros((k1, k2)), np.zeros((k1, k2))
+    # in chunks, so that the n × k indicator matrices stay small whatever the partition's size and k
+    step = max(1, _CHUNK_CELLS // max(k1, k2))
+    for start in range(0, both.size, step):
+        chunk = both[start : start + step]
+        phi1 = first.question.build_mechanism().indicators(first.reports(chunk))
+        phi2 = second.question.build_mechanism().indicators(second.reports(chunk))
+        total += phi1.T @ phi2
+        squares += (phi1 * phi1).T @ (phi2 * phi2)
+    return CrossSums(int(both.size), total, squares)
 
 
 def cross_estimate(

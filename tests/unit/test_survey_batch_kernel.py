@@ -21,9 +21,10 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from deniable.aggregator import survey_tally
+from deniable.aggregator.batch import survey_columns
 from deniable.aggregator.batch.columns import to_columns, to_simulated
 from deniable.aggregator.batch.export import schema_of
-from deniable.aggregator.batch.kernel import Plan, merge, tally_table
+from deniable.aggregator.batch.kernel import Condition, Plan, merge, tally_table
 from deniable.aggregator.batch.survey_columns import cross_estimate, survey_arrays
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -144,9 +145,13 @@ def test_the_kernel_recounts_the_service_tally_vectors_exactly(split: str) -> No
         for cell in cells if i % 2 == 0 else ():
             north[cell] += 1
     assert list(total["check"][("", "region", "north")].support) == north
+    filtered = merge([tally_table(part, Plan(descriptor=config.to_json(), where=(Condition("region", "=", "north"),),
+                                             by=("day",), check=False)) for part in halves])  # fmt: skip
+    assert set(filtered) == {"cells"}
+    assert list(filtered["cells"].values()) == [total["check"][("", "region", "north")]]
 
 
-def test_the_cross_tab_covers_the_true_joint_counts_and_sums_the_indicators() -> None:
+def test_the_cross_tab_covers_the_true_joint_counts_and_sums_the_indicators(monkeypatch: pytest.MonkeyPatch) -> None:
     config = survey("per_question")
     table, _, truths = respondents(config, 3000, seed=5)
     plan = Plan(descriptor=config.to_json(), cross=("smoke", "diet"), check=False)
@@ -170,6 +175,11 @@ def test_the_cross_tab_covers_the_true_joint_counts_and_sums_the_indicators() ->
     np.testing.assert_allclose(sums.total, terms.sum(axis=0), rtol=1e-9, atol=1e-9)
     se = np.sqrt(len(rows) * terms.var(axis=0, ddof=1))
     np.testing.assert_allclose([row["stderr"] for row in body["cells"]], se.ravel(), rtol=1e-6)
+    monkeypatch.setattr(survey_columns, "_CHUNK_CELLS", 40)  # 10 rows per chunk: the chunks add up alike
+    chunked = tally_table(table, plan)["cross"][()]
+    assert chunked.m == sums.m
+    np.testing.assert_allclose(chunked.total, sums.total, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(chunked.squares, sums.squares, rtol=1e-9, atol=1e-9)
 
 
 def _columns(table: pa.Table, qid: str, rows: np.ndarray) -> pa.Table:
