@@ -153,7 +153,10 @@ def _check(manifest: dict[str, Any], recount: Partial, k: int) -> tuple[int, lis
     return len(stored), mismatches
 
 
-def _live_check(url: str, token: str | None, campaign_id: str, n: int, counts: list[float]) -> str:
+def _live_check(url: str, token: str | None, campaign_id: str, n: int, counts: list[float] | None,
+                questions: list[dict[str, Any]] | None = None) -> str:
+    """The service's live overall estimate against the recount: its counts (one question), or every
+    question's estimate body (a survey: the same estimator on the same tally vector, so equal exactly)."""
     if not url.startswith(("http://", "https://")):
         raise InvalidParameter(f"--url must be an http:// or https:// address of the aggregator, got {url!r}")
     request = urllib.request.Request(  # noqa: S310 (scheme checked above)
@@ -164,9 +167,19 @@ def _live_check(url: str, token: str | None, campaign_id: str, n: int, counts: l
         body = json.loads(response.read())
     if body.get("n") != n:
         return f"not compared: the service now has {body.get('n')} reports, the export {n}"
-    served = [row["count"] for row in body["categories"]]
-    if any(abs(a - b) > 1e-9 * max(1.0, abs(a)) for a, b in zip(served, counts, strict=True)):
-        return f"MISMATCH: the service serves counts {served}, the recount gives {counts}"
+    if questions is not None:
+        served = body.get("questions", [])
+        differ = [q["question"] for q, theirs in zip(questions, served, strict=False) if q != theirs]
+        if differ or len(served) != len(questions):
+            which = ", ".join(differ) or "its questions"
+            return f"MISMATCH: the service's estimates of {which} differ from the recount"
+        return f"equal: the service's estimates of all {len(questions)} questions over the same {n} reports"
+    served_counts = [row["count"] for row in body["categories"]]
+    close = counts is not None and all(
+        abs(a - b) <= 1e-9 * max(1.0, abs(a)) for a, b in zip(served_counts, counts, strict=True)
+    )
+    if not close:
+        return f"MISMATCH: the service serves counts {served_counts}, the recount gives {counts}"
     return f"equal: the service's estimate over the same {n} reports"
 
 
@@ -229,10 +242,13 @@ def run_batch(
                         for cell in _sorted(total.get("cross", {}))]  # fmt: skip
     if plan.check:
         result.checked, result.check_mismatches = _check(manifest, total.get("check", {}), width(config))
-        if url and not by and not config.recurring and result.cells and not config.is_survey:
+        if url and not by and not config.recurring and result.cells:
             overall = result.cells[0]
-            counts = [row["count"] for row in overall["categories"]]
-            result.live = _live_check(url, token, config.id, overall["n"], counts)
+            if config.is_survey:
+                result.live = _live_check(url, token, config.id, overall["n"], None, overall["questions"])
+            else:
+                counts = [row["count"] for row in overall["categories"]]
+                result.live = _live_check(url, token, config.id, overall["n"], counts)
             if result.live.startswith("MISMATCH"):
                 result.check_mismatches.append(f"live service: {result.live}")
     return result

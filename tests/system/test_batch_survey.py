@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,13 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
     assert table.returncode == 0, table.stderr
     assert "cross-tabulation" in table.stdout and "no privacy budget" in table.stdout
     assert "# check: 3 service tallies recounted, equal" in table.stdout
+    live = subprocess.run(
+        [sys.executable, "-m", "deniable.aggregator.cli", "batch", str(out), "--workers", "1", "--url",
+         aggregator.url], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "DENIABLE_TOKEN": aggregator.analyst_token},
+    )  # fmt: skip
+    assert live.returncode == 0, live.stdout + live.stderr
+    assert "# live service: equal: the service's estimates of all 4 questions over the same 2000 reports" in live.stdout
 
 
 def test_a_sampling_survey_recounts_but_refuses_a_cross_tab(
