@@ -5,7 +5,8 @@ serves, not for questions it was never asked. An export writes the stored *rando
 local campaign, with their public fields, as Parquet files beside the campaign's descriptor and the
 service's tallies read in the same snapshot; ``deniable batch`` recomputes every tally and estimate from
 those files on a Dask cluster, checks them against the service, and answers what the online tallies
-cannot: cross-tabulations of group fields and arbitrary filters on public fields.
+cannot: cross-tabulations of group fields and of two questions of a survey (:mod:`.survey_columns`), and
+arbitrary filters on public fields.
 
 Privacy: the reports of a local campaign are already ε-LDP, so every analysis of them is post-processing
 and costs no budget. Central campaigns store raw answers; exporting them would move raw data out of the

@@ -26,7 +26,8 @@ def register(subparsers: Any) -> None:
         help=needs("batch") + "write a local campaign's randomized reports as Parquet files",
         description="Write the stored randomized reports of one local campaign, with their public fields, "
         "as Parquet files beside its descriptor and the service's tallies (one consistent snapshot, safe "
-        "beside a running server). Central campaigns are refused: their stored answers are raw.",
+        "beside a running server); a survey's questions each in columns of their own. Central campaigns and "
+        "central surveys are refused: their stored answers are raw.",
     )
     export.add_argument("campaign", help="campaign id")
     export.add_argument("--to", type=Path, required=True, help="new or empty directory to write")
@@ -39,7 +40,8 @@ def register(subparsers: Any) -> None:
         help=needs("batch") + "recompute, check and cross-tabulate an export on Dask",
         description="Recompute every tally and estimate of an export on a Dask cluster, check them against "
         "the service's tallies, and estimate per cell of --by (group fields, round, day) over the reports "
-        "kept by --where. Post-processing of ε-LDP reports: no privacy budget is spent.",
+        "kept by --where; --cross Q1,Q2 estimates the joint counts of two choice questions of a survey. "
+        "Post-processing of ε-LDP reports: no privacy budget is spent.",
     )
     batch.add_argument("directory", type=Path, help="an export directory written by 'deniable export'")
     batch.add_argument("--by", default="", help="comma-separated public fields to cross-tabulate")
