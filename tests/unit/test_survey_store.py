@@ -223,6 +223,30 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
     assert stored[("", "", "")] == want[OVERALL] and stored[("", "region", "north")] == want[("region", "north")]
 
 
+def test_a_recurring_survey_export_recounts_each_rounds_vectors_on_both_backends(
+    database_target: str | Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from deniable.aggregator.batch.export import export_campaign, read_manifest
+    from deniable.aggregator.batch.kernel import Plan, merge, tally_table
+
+    config = survey("per_question", recurring=True)
+    store = store_with(database_target, config)
+    first, second = rows_for(config, 60, seed=1, round="2026-w1"), rows_for(config, 40, seed=1, round="2026-w2")
+    ingest(store, config, first + second)
+    summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=30)
+    manifest, _ = read_manifest(tmp_path / "export")
+    total = merge([tally_table(pq.read_table(tmp_path / "export" / f), Plan(descriptor=config.to_json(), by=("round",)))
+                   for f in summary.files])  # fmt: skip
+    stored = {(t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
+              for t in manifest["tallies"]}  # fmt: skip
+    assert total["check"] == stored and len(stored) == 2 * 3  # per round: overall and the two regions
+    for label, rows in (("2026-w1", first), ("2026-w2", second)):
+        assert total["cells"][(label,)] == summed(config, rows)[OVERALL] == stored[(label, "", "")]
+
+
 def test_exporting_a_central_survey_is_refused_and_leaves_the_target_untouched(
     database_target: str | Path, tmp_path: Path
 ) -> None:
