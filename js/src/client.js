@@ -187,7 +187,7 @@ export class Client {
     if (options.prefetch != null) { // the descriptor's GET runs while IndexedDB opens (the page's start-up)
       const id = String(options.prefetch);
       const early = client.#fetchConfig(id, options.descriptorText ?? null);
-      client.#early = [id, early.then((config) => ({ config }), (error) => ({ error }))];
+      client.#early = [id, early.then((fetched) => fetched, (error) => ({ error }))];
     }
     const dbName = options.dbName ?? 'deniable';
     client.#lockName = `deniable:${dbName}`;
@@ -253,7 +253,11 @@ export class Client {
     return result;
   }
 
-  /** GET and validate the descriptor of `campaignId` (`deniable.client.config.fetch_config`). */
+  /**
+   * GET and validate the descriptor of `campaignId` (`deniable.client.config.fetch_config`): `{ config, text }`.
+   * The text is remembered (in `#texts`) only by `campaign()`, after the pin check, so that a refused descriptor
+   * is refused again on every later call rather than matched as "the bytes validated before".
+   */
   async #fetchConfig(campaignId, text = null) {
     const path = `/api/v1/campaigns/${encodeURIComponent(campaignId)}`;
     let response;
@@ -276,15 +280,14 @@ export class Client {
     }
     if (status !== 200) throw new InvalidConfig(`the aggregator answered ${status} for the config of ${pyRepr(campaignId)}: ${errorMessage(response)}`);
     const known = this.#configs.get(campaignId);
-    if (known && this.#texts.get(campaignId) === response.text) return known; // the very bytes validated before
+    if (known && this.#texts.get(campaignId) === response.text) return { config: known, text: response.text }; // the very bytes validated and pinned before
     const config = await Campaign.fromJson(response.body);
-    this.#texts.set(campaignId, response.text);
     if (config.id !== campaignId) {
       throw new InvalidConfig(
         `asked for the config of campaign ${pyRepr(campaignId)} but the aggregator answered one for ${pyRepr(config.id)}; refusing it (a misrouted or tampered answer)`,
       );
     }
-    return config;
+    return { config, text: response.text };
   }
 
   static async #pinSummary(config) {
@@ -332,20 +335,21 @@ export class Client {
   /** The validated, pinned descriptor of `campaignId` (`resolve_config`); `CampaignClosed` if closed. */
   async campaign(campaignId) {
     let config;
+    let text = null;
     const early = this.#early?.[0] === campaignId ? this.#early[1] : null;
     this.#early = null;
     try {
-      if (early) {
-        const outcome = await early;
-        if (outcome.error) throw outcome.error;
-        config = outcome.config;
-      } else config = await this.#fetchConfig(campaignId);
+      const fetched = early ? await early : await this.#fetchConfig(campaignId);
+      if (fetched.error) throw fetched.error;
+      ({ config, text } = fetched);
     } catch (error) {
       if (!(error instanceof TransportError) || !this.#configs.has(campaignId)) throw error;
       config = this.#configs.get(campaignId);
+      text = this.#texts.get(campaignId);
     }
     if (this.#configs.get(campaignId) !== config) await this.#checkPin(config); // checked once per config
     this.#configs.set(campaignId, config);
+    this.#texts.set(campaignId, text); // only a pinned config's text: a refused one is checked again next time
     if (config.status === 'closed') throw new CampaignClosed(`campaign ${pyRepr(campaignId)} is closed; it accepts no more reports`);
     return config;
   }

@@ -174,6 +174,9 @@ test('the pin refuses a changed descriptor; a validated one is used offline; bud
   await client.campaign('smoking-2026');
   config = { ...config, epsilon: 2.0 };
   await assert.rejects(client.campaign('smoking-2026'), (e) => e.code === 'invalid_config' && /epsilon 1 -> 2/.test(e.message));
+  // refused again on every later call: the refused text is not remembered as "validated before"
+  await assert.rejects(client.campaign('smoking-2026'), (e) => e.code === 'invalid_config' && /epsilon 1 -> 2/.test(e.message));
+  await assert.rejects(client.submit('smoking-2026', 'no', { groups: { country: 'DE' } }), (e) => e.code === 'invalid_config');
   config = descriptor('binary-rr');
   online = false;
   const r = await client.submit('smoking-2026', 'no', { groups: { country: 'DE' } });
