@@ -170,7 +170,7 @@ def _survey_table(table: pa.Table, plan: Plan, config: CampaignConfig) -> dict[s
     keys = [public_column(config, name) for name in plan.by]
     result["cells"] = tallies(selected, keys)
     if plan.cross:
-        first, second = survey.cross_questions(config, plan.cross)
+        first, second = survey.cross_questions(config, plan.cross, plan.by, plan.where)
         ids = [q.id for q in config.questions]
         pair = (ids.index(first.id), ids.index(second.id))
         cross: dict[Cell, Any] = {}

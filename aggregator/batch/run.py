@@ -203,7 +203,7 @@ def run_batch(
     """
     manifest, config = read_manifest(directory)
     if cross:
-        cross_questions(config, cross)  # refused before any cluster starts
+        cross_questions(config, cross, by, where)  # refused before any cluster starts
     for name in [*by, *(c.column for c in where)]:
         public_column(config, name)
     if len(set(by)) != len(by):
@@ -236,7 +236,7 @@ def run_batch(
         cells=_estimate_rows(config, cells, by, level),
     )
     if cross:
-        first, second = cross_questions(config, cross)
+        first, second = cross_questions(config, cross, by, where)
         result.cross = [{"cell": dict(zip(by, cell, strict=True)),
                          **cross_estimate(first, second, total["cross"][cell], level)}
                         for cell in _sorted(total.get("cross", {}))]  # fmt: skip

@@ -166,8 +166,17 @@ def survey_tally(config: CampaignConfig, decoded: Sequence[_Decoded], rows: np.n
     return Tally(int(rows.size), tuple(vector))
 
 
-def cross_questions(config: CampaignConfig, pair: Sequence[str]) -> tuple[Question, Question]:
-    """The two ``choice`` questions of ``--cross Q1,Q2``, checked: a survey under the per_question split."""
+def cross_questions(
+    config: CampaignConfig, pair: Sequence[str], by: Sequence[str] = (), where: Sequence[Any] = ()
+) -> tuple[Question, Question]:
+    """The two ``choice`` questions of ``--cross Q1,Q2``, checked: a survey under the per_question split,
+    and, for a recurring survey, one round per cell (``by`` holds ``round``, or ``where`` keeps one round).
+
+    The plug-in SE √(m·s²) treats the m rows as independent. In a recurring survey a device sends its
+    permanent response again every round, so pooled rounds repeat one device's φ₁·φ₂ term R times: the
+    variance is up to R times the printed one, and m counts device-rounds, not devices. Within one round
+    each device is one row, and the rows are independent.
+    """
     if not config.is_survey:
         raise InvalidParameter("--cross crosses two questions of a survey; this export holds one question "
                                "(use --by for group fields)")
@@ -178,6 +187,13 @@ def cross_questions(config: CampaignConfig, pair: Sequence[str]) -> tuple[Questi
             "--cross needs every respondent to answer both questions: under the sampling split each respondent "
             "answers one question drawn at random, so no report holds two answers and their joint distribution "
             "is not estimable from these reports"
+        )
+    one_round = "round" in by or any(c.column == "round" and c.op == "=" for c in where)
+    if config.recurring and not one_round:
+        raise InvalidParameter(
+            "--cross over a recurring survey needs one round per cell: add --by round (or --where round=R); "
+            "pooled rounds repeat each device's permanent response, so the rows are not independent and the "
+            "standard error would be too small"
         )
     first, second = (config.question_by_id(qid) for qid in pair)
     for q in (first, second):

@@ -199,3 +199,22 @@ def test_a_cross_tab_is_refused_under_sampling_and_for_non_choice_questions() ->
         tally_table(table, Plan(descriptor=config.to_json(), cross=("smoke", "age")))
     with pytest.raises(InvalidParameter, match="two different question ids"):
         tally_table(table, Plan(descriptor=config.to_json(), cross=("smoke", "smoke")))
+
+
+def test_a_cross_tab_of_a_recurring_survey_needs_one_round_per_cell() -> None:
+    """Pooled rounds repeat each device's permanent response (one φ₁·φ₂ term R times), so the plug-in SE of
+    independent rows would be too small: refused unless each cell is one round."""
+    recurring = CampaignConfig.create_survey(
+        id="x-recurring", title="Health", questions=QUESTIONS, epsilon=8.0, split="per_question",
+        recurring=True, public_key=bytes(range(1, 33)),
+    )  # fmt: skip
+    table, _, _ = respondents(recurring, 30, seed=1)
+    with pytest.raises(InvalidParameter, match="add --by round"):
+        tally_table(table, Plan(descriptor=recurring.to_json(), cross=("smoke", "diet"), check=False))
+    by_round = tally_table(table, Plan(descriptor=recurring.to_json(), by=("round",), cross=("smoke", "diet"),
+                                       check=False))  # fmt: skip
+    one = Plan(descriptor=recurring.to_json(), where=(Condition("round", "=", ""),), cross=("smoke", "diet"),
+               check=False)  # fmt: skip
+    kept = tally_table(table, one)["cross"][()]
+    assert 0 < kept.m == by_round["cross"][("",)].m
+    assert np.array_equal(kept.total, by_round["cross"][("",)].total)
