@@ -19,9 +19,6 @@ import numpy as np
 import pytest
 from support.server import RunningServer
 
-pytest.importorskip("pyarrow")
-pytest.importorskip("dask.distributed")
-
 from deniable.aggregator.batch.run import local_client, run_batch
 from deniable.client.fleet import simulate_fleet
 from deniable.shared.sampling import seeded_randbelow

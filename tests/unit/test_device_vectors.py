@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("numpy")
-
 VECTORS = Path(__file__).parents[1] / "vectors"
 
 

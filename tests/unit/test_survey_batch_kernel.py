@@ -18,8 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("pyarrow")
-
 from deniable.aggregator import survey_tally
 from deniable.aggregator.batch import survey_columns
 from deniable.aggregator.batch.columns import to_columns, to_simulated

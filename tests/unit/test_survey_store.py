@@ -197,7 +197,6 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
     """A local survey is exported with every question in columns of its own (its state: answered, skipped,
     not drawn), and the batch kernel over the files recounts exactly the tally vectors the store holds,
     overall and per group; the service's estimates follow from the same vectors."""
-    pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
     from deniable.aggregator.batch.export import export_campaign, read_manifest
@@ -226,7 +225,6 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
 def test_a_recurring_survey_export_recounts_each_rounds_vectors_on_both_backends(
     database_target: str | Path, tmp_path: Path
 ) -> None:
-    pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
     from deniable.aggregator.batch.export import export_campaign, read_manifest
@@ -250,7 +248,6 @@ def test_a_recurring_survey_export_recounts_each_rounds_vectors_on_both_backends
 def test_exporting_a_central_survey_is_refused_and_leaves_the_target_untouched(
     database_target: str | Path, tmp_path: Path
 ) -> None:
-    pytest.importorskip("pyarrow")
     from deniable.aggregator.batch.export import export_campaign
     from deniable.shared.errors import InvalidParameter
 
