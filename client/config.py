@@ -135,9 +135,10 @@ def pin_summary(config: CampaignConfig) -> dict[str, Any]:
         summary = {key: full[key] for key in _SUMMARY_FIELDS if key in full}
         summary["split"] = full["split"]["mode"]
         for question in config.questions:
-            # a local change detector, never sent: the question's sorted JSON is enough
-            summary[f"question {question.id}_sha256"] = hashlib.sha256(question.sorted_json.encode("utf-8")).hexdigest()
-        summary["title_sha256"] = hashlib.sha256(full["title"].encode("utf-8")).hexdigest()
+            # a local change detector, never sent: the SHA-256 of the question's canonical JSON (as the JS client)
+            digest = hashlib.sha256(question.canonical.text.encode("utf-8")).hexdigest()
+            summary[f"question {question.id}_sha256"] = digest
+        summary["title_sha256"] = hashlib.sha256(canonical_json(full["title"])).hexdigest()
         summary["group_fields"] = full["group_fields"]
         return summary
     summary = {key: full[key] for key in _SUMMARY_FIELDS}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
 import secrets
 import threading
@@ -243,12 +242,6 @@ class Question(ABC):
     def canonical(self) -> Canonical:
         """The canonical JSON of :meth:`to_json`, encoded once (the descriptor's fingerprint embeds it)."""
         return Canonical(canonical_json(self.to_json()))
-
-    @functools.cached_property
-    def sorted_json(self) -> str:
-        """:meth:`to_json` as JSON text with sorted keys and no spaces (``json.dumps``, not canonical: floats
-        as Python writes them), encoded once: what a device's pin summary hashes per question."""
-        return json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
         """The question object of the descriptor (``share`` and ``optional`` only when set)."""

@@ -250,3 +250,26 @@ def test_a_survey_with_admission_spends_one_token_per_envelope(desk: Desk) -> No
     (payload,) = desk.payloads("gated")
     assert payload.token is not None and set(payload.answers) == {"smoke", "age", "apps"}
     assert desk.sizes["gated"] == {ciphertext_bytes(config)}
+
+
+def test_the_pin_summary_hashes_each_question_and_the_title_as_canonical_json() -> None:
+    """The device's pin summary (which names what changed when a pin refuses a descriptor) hashes a
+    survey's questions and title as RFC 8785 JSON, as it did before and as the JS client does: a Python
+    ``json.dumps`` text (a question's ε 1.0 as ``1.0``, canonically ``1``; the title without its quotes)
+    made every question of a device pinned earlier read as changed."""
+    import hashlib
+
+    from deniable.client.config import pin_summary
+    from deniable.shared.canonical_json import canonical_json
+    from deniable.shared.descriptor import CampaignConfig
+    from deniable.shared.keys import generate_keypair
+
+    questions = [{"id": "rare", "text": "Rare?", "kind": "choice", "categories": ["no", "yes"]},
+                 {"id": "age", "text": "Age?", "kind": "number", "range": [18, 99]}]  # fmt: skip
+    config = CampaignConfig.create_survey(id="pins", title="A \"quoted\" survey", questions=questions, epsilon=2.0,
+                                          split="per_question", public_key=generate_keypair()[1])  # fmt: skip
+    summary = pin_summary(config)
+    full = config.to_json()
+    for question in full["questions"]:
+        assert summary[f"question {question['id']}_sha256"] == hashlib.sha256(canonical_json(question)).hexdigest()
+    assert summary["title_sha256"] == hashlib.sha256(canonical_json(full["title"])).hexdigest()
