@@ -349,6 +349,3 @@ def member_of(conn: Any, values: Sequence[object], kind: str) -> tuple[str, tupl
     return f"IN ({','.join('?' * len(values))})", tuple(values)
 
 
-def placeholders(values: Sequence[object]) -> str:
-    """``?,?,...`` for an ``IN`` list of ``values``."""
-    return ",".join("?" * len(values))

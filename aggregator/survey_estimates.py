@@ -25,7 +25,8 @@ with one entry per question (``?question=`` keeps one), each ``{"question", "tex
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -147,9 +148,10 @@ def _render(slot: Slot, stored: dict[str, Any], level: float) -> dict[str, Any]:
 
 def _release_question(
     conn: Any, config: CampaignConfig, slot: Slot, *, group_by: str | None, refresh: bool, role: str,
-    level: float, adjacency: str,
+    level: float, adjacency: str, tallies_of: Callable[[], dict[str, Tally]],
 ) -> tuple[dict[str, Any], bool]:  # fmt: skip
-    """One question's release (all its groups): served from its slot, or drawn and charged ε_q."""
+    """One question's release (all its groups): served from its slot, or drawn and charged ε_q.
+    ``tallies_of()``: the survey's tallies per group value, read once per transaction for all questions."""
     question = slot.question
     key = central.release_key(group_by, central_kinds.KIND_NOISE, question=question.id)
     cached = None if refresh else Store.stored_release(conn, config.id, key)
@@ -165,7 +167,7 @@ def _release_question(
             conn, config.id, config.privacy_budget, cost, release_key=key, at=at, epsilon=question.epsilon,
             role=role, parameters={"question": question.id, "group_by": group_by, "refresh": refresh},
         )  # fmt: skip
-        tallies = Store.group_tallies(conn, config.id, group_by or "")
+        tallies = tallies_of()
         values = [""] if group_by is None else sorted(set(config.group_values.get(group_by, ())) | set(tallies))
         stored = {"groups": {}, "cost": {**cost.to_dict(), "text": cost.describe()}, "released_at": at}
         for value in values:
@@ -202,11 +204,12 @@ def survey_central_estimate(
 
     def release(conn: Any) -> tuple[list[tuple[dict[str, Any], bool]], dict[str, Any]]:
         released = []
+        tallies_of = functools.cache(lambda: Store.group_tallies(conn, config.id, group_by or ""))
         for slot in slots:
             key = central.release_key(group_by, central_kinds.KIND_NOISE, question=slot.question.id)
             _check_policy(store, conn, config.id, key, refresh=refresh)
             released.append(_release_question(conn, config, slot, group_by=group_by, refresh=refresh, role=role,
-                                              level=level, adjacency=adjacency))
+                                              level=level, adjacency=adjacency, tallies_of=tallies_of))
         composed = accountant_totals(conn, config.id)
         totals = accountant.totals_body(config.privacy_budget, composed)
         if composed.epsilon_sum is not None:  # campaigns.epsilon_spent follows the ledger, as for a histogram

@@ -217,13 +217,15 @@ def _comparison(config: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
 def _survey_sections(body: dict[str, Any], group_by: str | None) -> list[dict[str, Any]]:
     """One figure per question and group of a survey: proportions of categories (choice) or options (multi)
     with their 95% intervals, or the mean of a number question with its interval, on its declared range."""
-    rows = estimate_rows(body)
+    by_cell: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in estimate_rows(body):  # each (group, question)'s rows, in order, found without a scan per section
+        by_cell.setdefault((row["group"], row["question_id"]), []).append(row)
     sections = []
     for value, group in _groups(body):
         where = "all respondents" if value is None else f"{group_by} = {value}"
         for answer in group.get("questions", ()):
             qid, kind = answer["question"], answer["kind"]
-            mine = [r for r in rows if r["group"] == value and r["question_id"] == qid]
+            mine = by_cell.get((value, qid), [])
             section: dict[str, Any] = {
                 "title": f"{answer.get('text', qid)}", "where": where, "value": value, "question": qid, "kind": kind,
                 "n": answer.get("n"), "answered": answer.get("answered"), "skipped": answer.get("skipped"),

@@ -105,7 +105,7 @@ def page(campaign_id: str) -> Response:
     extra = config.is_survey or config.trust_model != "local" or config.admission is not None
     # the descriptor's JSON as GET /api/v1/campaigns/<id> serves it, carried by the page as a data block
     # (never executed): the script validates and pins it as the answer of that GET, one round trip less
-    descriptor = current_service().get_campaign(campaign_id)
+    descriptor = config.to_json()  # the campaign read above (get_campaign would read it again)
     # a recurring campaign's round, as the link names it (/survey/<id>?round=2026-w49); the script checks it
     round_label = (query_str("round", max_length=64) or "") if config.recurring else ""
     response = make_response(
