@@ -15,19 +15,15 @@
  * canonical JSON of the normalized answers (memo.js).
  */
 import { canonicalJson } from './canonical.js';
-import { concat, fromHex, i2osp, sha256, toHex, utf8 } from './bytes.js';
+import { concat, sha256, toHex, utf8 } from './bytes.js';
 import { HmacDrbg } from './drbg.js';
-import { drawnQuestion } from './memo.js';
+import { drawnQuestion, surveyNonce } from './memo.js';
 import { add, exactFraction, frac } from './rational.js';
 
 const PERMANENT = utf8('deniable/survey-permanent/v1');
 const ANSWER_ID = utf8('deniable/survey-answer-id/v1');
 const ROUND = utf8('deniable/round-report-id/v1');
 
-const surveyNonce = (campaign) => {
-  const id = utf8(campaign.id);
-  return concat(i2osp(id.length, 2), id, fromHex(campaign.fingerprint));
-};
 const id16 = async (secret, nonce, personalization) => toHex(await (await HmacDrbg.create(secret, nonce, personalization)).generate(16));
 
 /** `{permanentId, report}` of the permanent randomized response of question `i`'s `answer` (null: skipped). */

@@ -19,7 +19,7 @@
  * imports for RSA-PSS. BigInt exponentiation is not constant-time: it only ever handles r, which is
  * fresh per token and whose timing tells the issuer nothing it could link (blindness holds for any r).
  */
-import { b64urlDecode, b64urlEncode, concat, fromHex, i2osp, randomBytes, sha256, toHex, utf8 } from './bytes.js';
+import { b64urlDecode, b64urlEncode, concat, i2osp, randomBytes, sha256, toHex, utf8 } from './bytes.js';
 import { AdmissionTokenRequired, InvalidConfig, InvalidParameter, pyRepr, show } from './errors.js';
 import { secureRandbelow } from './sampling.js';
 
@@ -34,7 +34,6 @@ const TYPE = i2osp(TOKEN_TYPE, 2);
 const subtle = () => globalThis.crypto.subtle;
 const sha384 = async (data) => new Uint8Array(await subtle().digest('SHA-384', data));
 const os2ip = (bytes) => BigInt(`0x${toHex(bytes) || '0'}`);
-const toBytes = (x, length) => fromHex(x.toString(16).padStart(2 * length, '0'));
 
 function modPow(base, exponent, n) {
   let result = 1n;
@@ -120,14 +119,14 @@ export async function blind(issuer, msg, { salt = randomBytes(SALT_BYTES), inv =
     do r = 1n + secureRandbelow(n - 1n); while (gcd(r, n) !== 1n);
     inv = modInverse(r, n);
   } else r = modInverse(inv, n);
-  return { blinded: toBytes((m * modPow(r, 65537n, n)) % n, NK), inv };
+  return { blinded: i2osp((m * modPow(r, 65537n, n)) % n, NK), inv };
 }
 
 /** Unblind the issuer's answer into the signature of `msg` (RFC 9474 §4.4) and verify it. */
 export async function finalize(issuer, msg, blindSig, inv) {
   const z = os2ip(blindSig);
   if (z >= issuer.n) throw new InvalidParameter('the blind signature is not below the modulus');
-  const signature = toBytes((z * inv) % issuer.n, NK);
+  const signature = i2osp((z * inv) % issuer.n, NK);
   if (!(await subtle().verify({ name: 'RSA-PSS', saltLength: SALT_BYTES }, issuer.key, signature, msg))) {
     throw new InvalidParameter("the issuer's blind signature does not verify for this message and key");
   }
