@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +28,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ingest import uptime
 
 from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
 from deniable.aggregator.batch.run import local_client, run_batch
@@ -75,10 +78,6 @@ def _worker_cpu(client: Any) -> float:
     return float(sum(client.run(time.process_time).values()))
 
 
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=10_000_000)
@@ -90,7 +89,7 @@ def main() -> None:
         id="bench-batch", question="q", categories=[f"c{i}" for i in range(args.k)], epsilon=1.0,
         mechanism=args.mechanism, group_fields=["country", "device"], public_key=bytes(range(1, 33)),
     )
-    print(f"uptime: {_uptime()} ({os.cpu_count()} cores)", flush=True)
+    print(f"uptime: {uptime()} ({os.cpu_count()} cores)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "export"
         t0 = time.perf_counter()
@@ -127,7 +126,7 @@ def main() -> None:
         for label in ("recount + check", "cross-tab country × device"):
             print(f"2 workers / 1 ({label}): {rates[(2, label)] / rates[(1, label)]:.2f}× wall; per worker CPU "
                   f"second {cpu_rates[(2, label)] / cpu_rates[(1, label)]:.2f}× (1.00: no work lost to splitting)")
-    print(f"uptime: {_uptime()}")
+    print(f"uptime: {uptime()}")
 
 
 if __name__ == "__main__":

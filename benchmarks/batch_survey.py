@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ingest import uptime
 
 from deniable.aggregator.batch.export import group_column, schema_of
 from deniable.aggregator.batch.kernel import Plan, tally_table
@@ -77,7 +81,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print("uptime:", uptime())
     config = CampaignConfig.create_survey(
         id="bench-survey", title="Bench", questions=QUESTIONS, epsilon=6.0, split="per_question",
         group_fields=["region"], public_key=bytes(range(1, 33)),
@@ -94,7 +98,7 @@ def main() -> None:
         print(f"{name}: median of {args.repeat}: wall {wall:.2f} s, CPU {cpu:.2f} s: "
               f"{args.rows / cpu / 1e6:.2f} M rows per CPU second ({args.rows / wall / 1e6:.2f} M per wall second); "
               f"load {open('/proc/loadavg').read().split()[0]}")  # noqa: SIM115
-    print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    print("uptime:", uptime())
 
 
 if __name__ == "__main__":

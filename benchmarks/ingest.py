@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -181,6 +182,11 @@ def latency_ms(server: Server, path: str, repeats: int) -> tuple[float, float]:
         times.append((time.perf_counter() - start) * 1000)
         assert status == 200
     return median_p95(times)
+
+
+def uptime() -> str:
+    """What ``uptime`` prints (the load average beside a figure: the benchmarks may share the machine)."""
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def median_p95(times: list[float]) -> tuple[float, float]:

@@ -39,7 +39,6 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import EPSILON, K, Server, ingest_rate, latency_ms, median_p95, raw_decrypt_rates, seal_envelopes
+from ingest import EPSILON, K, Server, ingest_rate, latency_ms, median_p95, raw_decrypt_rates, seal_envelopes, uptime
 
 from deniable.aggregator import estimation
 from deniable.aggregator.database import PG_TALLY_SHARDS
@@ -349,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
               "analyst_token": "analyst-" + secrets.token_urlsafe(24),
               "issuer_token": "issuer-" + secrets.token_urlsafe(24)}  # fmt: skip
     servers: list[Server] = []
-    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
+    print(f"uptime: {uptime()}", flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="deniable-bench-pg-") as tmp:
             if "ingest" in parts:
@@ -366,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
+        print(f"uptime: {uptime()}", flush=True)
     return 0
 
 

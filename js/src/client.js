@@ -302,8 +302,8 @@ export class Client {
       return summary;
     }
     const summary = Object.fromEntries(SUMMARY_FIELDS.map((key) => [key, full[key]]));
-    summary.categories_sha256 = toHex(await sha256(canonicalJson(full.categories)));
-    summary.question_sha256 = toHex(await sha256(canonicalJson(full.question)));
+    summary.categories_sha256 = await digest(full.categories);
+    summary.question_sha256 = await digest(full.question);
     summary.group_fields = full.group_fields;
     if (config.shuffler) summary.shuffler_url = config.shuffler.url; // where the outbox delivers, also after a reload
     return summary;
