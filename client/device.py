@@ -303,11 +303,12 @@ class Client:
 
     def _check_budget(self, config: CampaignConfig, cost: Fraction) -> None:
         """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget."""
+        campaign_spent, total_spent = self._state.balances(config.id)
         check_budget(
             config.id,
             cost,
-            campaign_spent=self._state.spent_on(config.id),
-            total_spent=self._state.total_spent(),
+            campaign_spent=campaign_spent,
+            total_spent=total_spent,
             per_campaign=self._per_campaign,
             lifetime_budget=self._lifetime,
         )
@@ -337,7 +338,9 @@ class Client:
                     raise _changed(config, current.created, cost, status)
                 DeviceState.withdraw(db, current.report_id)
             report_id, report = one_shot_answer(config, self._state.secret, index)
-            paid = self._state.report(report_id)
+            # a report of this campaign paid before (a re-answer back to an earlier value); with none at all
+            # (a first answer, or a forgotten campaign, whose reports went with it) there is nothing to look up
+            paid = None if current is None else self._state.report(report_id)
             if paid is not None:
                 # a re-answer back to a value answered before: the derived report is the same one, already
                 # paid for; it is sealed with the groups given now and becomes the answer that stands

@@ -384,12 +384,12 @@ class DeviceState:
         return None if row is None else (row[0], row[1])
 
     def pin(self, campaign_id: str, fingerprint: str, summary_json: str) -> None:
-        """Pin at first use; an existing pin is never overwritten."""
-        with self.transaction() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO pins VALUES (?, ?, ?, ?)",
-                (campaign_id, fingerprint, summary_json, time.time()),
-            )
+        """Pin at first use; an existing pin is never overwritten. One statement, so its own transaction
+        (the connection is in autocommit mode): no BEGIN/COMMIT round trips around it."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO pins VALUES (?, ?, ?, ?)",
+            (campaign_id, fingerprint, summary_json, time.time()),
+        )
 
     # -- ε spends and memo ----------------------------------------------------------------------------
     def reports(self, campaign_id: str | None = None) -> list[SpendRow]:
@@ -483,31 +483,26 @@ class DeviceState:
 
     def spent_on(self, campaign_id: str) -> Fraction:
         """ε spent on ``campaign_id``, exact (0 if never answered)."""
-        row = self._db.execute("SELECT epsilon FROM spent WHERE campaign_id = ?", (campaign_id,)).fetchone()
-        return Fraction(0) if row is None else Fraction(row[0])
+        return self.balances(campaign_id)[0]
 
     def total_spent(self) -> Fraction:
         """ε spent over all campaigns, exact (kept as a running sum, O(1) to read)."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'total_spent'").fetchone()
-        return Fraction(0) if row is None else Fraction(row[0])
+        return _balances(self._db, None)[1]
+
+    def balances(self, campaign_id: str) -> tuple[Fraction, Fraction]:
+        """``(ε spent on campaign_id, ε spent over all campaigns)``, exact, read in one statement."""
+        return _balances(self._db, campaign_id)
 
     @staticmethod
     def record_spend(db: sqlite3.Connection, row: SpendRow) -> None:
         """Inside a transaction: record the spend, memoize its envelope and update the running sums."""
-        found = db.execute("SELECT epsilon FROM spent WHERE campaign_id = ?", (row.campaign_id,)).fetchone()
-        if found is None:
-            db.execute(
-                "INSERT INTO spent VALUES (?, ?, 1, ?, ?)",
-                (row.campaign_id, str(row.epsilon), int(row.recurring), row.trust_model),
-            )
-        else:
-            db.execute(
-                "UPDATE spent SET epsilon = ?, reports = reports + 1 WHERE campaign_id = ?",
-                (str(Fraction(found[0]) + row.epsilon), row.campaign_id),
-            )
-        total = db.execute("SELECT value FROM meta WHERE key = 'total_spent'").fetchone()
-        new_total = (Fraction(0) if total is None else Fraction(total[0])) + row.epsilon
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('total_spent', ?)", (str(new_total),))
+        spent, total = _balances(db, row.campaign_id)
+        db.execute(
+            "INSERT INTO spent VALUES (?, ?, 1, ?, ?) "
+            "ON CONFLICT (campaign_id) DO UPDATE SET epsilon = excluded.epsilon, reports = reports + 1",
+            (row.campaign_id, str(spent + row.epsilon), int(row.recurring), row.trust_model),
+        )
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('total_spent', ?)", (str(total + row.epsilon),))
         db.execute(
             "INSERT INTO reports (report_id, campaign_id, recurring, trust_model, epsilon, envelope, created, "
             "answer_tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -680,6 +675,15 @@ class DeviceState:
             self._db.execute("SELECT 1 FROM rejections WHERE report_id = ?", (report_id,)).fetchone()
             is not None
         )
+
+
+def _balances(db: sqlite3.Connection, campaign_id: str | None) -> tuple[Fraction, Fraction]:
+    """``(ε spent on campaign_id, ε spent in all)`` in one statement (0 where nothing was spent)."""
+    spent, total = db.execute(
+        "SELECT (SELECT epsilon FROM spent WHERE campaign_id = ?), (SELECT value FROM meta WHERE key = 'total_spent')",
+        (campaign_id,),
+    ).fetchone()
+    return Fraction(spent or 0), Fraction(total or 0)
 
 
 def _load_or_create_secret(path: Path) -> bytes:
