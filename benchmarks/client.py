@@ -112,15 +112,17 @@ def _client_submit(
     """``Client.submit`` to ``n`` distinct campaigns served by an in-process transport (no network): the
     times by the chosen clock, and this process's CPU times.
 
-    The transport answers each config GET by parsing that campaign's stored JSON text, as the HTTP transport
-    parses the aggregator's answer (the descriptors are built before the clock starts: serving them is the
-    aggregator's work, not the device's)."""
+    The transport answers each config GET by parsing that campaign's stored JSON bytes and hands them over
+    with the parsed body, as the HTTP transport does with the aggregator's answer (the descriptors are built
+    before the clock starts: serving them is the aggregator's work, not the device's)."""
     served = {
-        f"bench-{i}": json.dumps(_config(f"bench-{i}", mechanism, k, epsilon, public).to_json()) for i in range(n)
+        f"bench-{i}": json.dumps(_config(f"bench-{i}", mechanism, k, epsilon, public).to_json()).encode()
+        for i in range(n)
     }
 
     def configs(method: str, path: str, body: Any = None) -> Response:
-        return Response(200, json.loads(served[path.rsplit("/", 1)[-1]]))
+        raw = served[path.rsplit("/", 1)[-1]]
+        return Response(200, json.loads(raw), raw=raw)
 
     class Configs:
         request = staticmethod(configs)

@@ -36,6 +36,9 @@ from .transport import Transport, error_message
 
 __all__ = ["ValidatedConfigs", "fetch_config", "resolve_config"]
 
+#: What a validated descriptor was parsed from: the bytes received, or the JSON text of the parsed body.
+Source = bytes | str
+
 _SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model", "budget", "adjacency")
 
 
@@ -43,15 +46,16 @@ class ValidatedConfigs:
     """The configs this process validated and found pinned, per campaign id, each with its JSON text.
 
     A descriptor is immutable, and the device fetches it before every answer: when the aggregator answers
-    with the same JSON text again (the same object, every key and type alike), the config validated from
-    it is reused instead of parsed and validated again. Any other text (another status, a changed field,
-    even the same values re-ordered) is validated from scratch; the pin check runs on every answer either
-    way, so a changed descriptor under the same id is refused as before. Only a config that passed the pin
-    check is kept (it decides where the outbox delivers, and what an offline device answers under).
+    with the same bytes again (the transport's :attr:`Response.raw`; where a transport has no bytes, the
+    same JSON text of the body, every key and type alike), the config validated from it is reused instead
+    of parsed and validated again. Anything else (another status, a changed field, even the same values
+    re-ordered) is validated from scratch; the pin check runs on every answer either way, so a changed
+    descriptor under the same id is refused as before. Only a config that passed the pin check is kept (it
+    decides where the outbox delivers, and what an offline device answers under).
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[str, CampaignConfig]] = {}
+        self._entries: dict[str, tuple[Source, CampaignConfig]] = {}
 
     def get(self, campaign_id: str) -> CampaignConfig | None:
         """The config last validated and pinned for ``campaign_id`` (answering offline), or None."""
@@ -62,20 +66,23 @@ class ValidatedConfigs:
         """Forget ``campaign_id`` (the next answer fetches and validates it from scratch)."""
         self._entries.pop(campaign_id, None)
 
-    def parse(self, campaign_id: str, body: object) -> tuple[CampaignConfig, str | None]:
-        """``CampaignConfig.from_json(body)`` and the JSON text of ``body`` (None if it has none), reusing
-        the config kept for ``campaign_id`` when the text is the same."""
-        try:
-            text: str | None = json.dumps(body)
-        except (TypeError, ValueError, RecursionError):  # not a JSON value: from_json says what is wrong
-            text = None
+    def parse(self, campaign_id: str, body: object, raw: bytes | None = None) -> tuple[CampaignConfig, Source | None]:
+        """``CampaignConfig.from_json(body)`` and what it was parsed from: ``raw`` (the bytes received), else
+        the JSON text of ``body`` (None if it has none); the config kept for ``campaign_id`` is reused when
+        that is the same."""
+        text: Source | None = raw
+        if text is None:
+            try:
+                text = json.dumps(body)
+            except (TypeError, ValueError, RecursionError):  # not a JSON value: from_json says what is wrong
+                text = None
         entry = self._entries.get(campaign_id)
         if entry is not None and text is not None and entry[0] == text:
             return entry[1], text
         return CampaignConfig.from_json(body), text
 
-    def keep(self, config: CampaignConfig, text: str | None) -> None:
-        """Keep ``config`` (pinned) with the text it was parsed from (None: never reused for a text)."""
+    def keep(self, config: CampaignConfig, text: Source | None) -> None:
+        """Keep ``config`` (pinned) with what it was parsed from (None: never reused)."""
         self._entries[config.id] = ("" if text is None else text, config)
 
 
@@ -90,7 +97,7 @@ def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
 
 def _fetch(
     transport: Transport, campaign_id: str, validated: ValidatedConfigs | None
-) -> tuple[CampaignConfig, str | None]:
+) -> tuple[CampaignConfig, Source | None]:
     """:func:`fetch_config`, reusing a config of ``validated`` parsed from the same text; also the text."""
     path = campaign_path(campaign_id)
     try:
@@ -119,7 +126,7 @@ def _fetch(
     if validated is None:
         config, text = CampaignConfig.from_json(response.body), None
     else:
-        config, text = validated.parse(campaign_id, response.body)
+        config, text = validated.parse(campaign_id, response.body, response.raw)
     if config.id != campaign_id:
         raise InvalidConfig(
             f"asked for the config of campaign {campaign_id!r} but the aggregator answered one for "
@@ -189,7 +196,7 @@ def resolve_config(
     When the aggregator cannot be reached, a config this process already validated (``cache``) is used,
     so a device that goes offline can still answer. A closed campaign raises :class:`CampaignClosed`.
     """
-    text: str | None
+    text: Source | None
     try:
         config, text = _fetch(transport, campaign_id, cache)
     except TransportError:

@@ -35,12 +35,15 @@ _USER_AGENT = "deniable-client/0.1"
 @dataclass(frozen=True)
 class Response:
     """One HTTP answer: ``status``, the decoded JSON ``body`` (``None`` when the body was empty or not
-    JSON), ``headers`` (names lower-cased) and ``content_error`` (why the body is not JSON, else None)."""
+    JSON), ``headers`` (names lower-cased), ``content_error`` (why the body is not JSON, else None) and
+    ``raw``, the body's bytes as received when the transport has them (the client reuses a descriptor it
+    validated from the same bytes; without them it compares the body's JSON text)."""
 
     status: int
     body: Any
     headers: Mapping[str, str] = field(default_factory=dict)
     content_error: str | None = None
+    raw: bytes | None = None
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (case-insensitive), or None."""
@@ -169,7 +172,7 @@ def _answer(status: int, headers: Any, raw: bytes) -> Response:
     if not raw:
         return Response(status, None, header_map)
     try:
-        return Response(status, json.loads(raw), header_map)
+        return Response(status, json.loads(raw), header_map, raw=raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         kind = header_map.get("content-type", "no content type")
         return Response(status, None, header_map, f"a body of {len(raw)} bytes that is not JSON ({kind})")

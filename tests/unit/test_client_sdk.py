@@ -338,6 +338,48 @@ def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
     assert len(parsed) == 3 and client.ledger().spent == 2.0
 
 
+def test_a_descriptor_is_reused_for_the_same_bytes_and_validated_again_for_other_bytes(
+    server: Server, make_client: Callable[..., Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transport that hands over the bytes it received (HTTPTransport does, as ``Response.raw``): the same
+    bytes reuse the validated config without encoding the body again; other bytes with the same JSON value
+    (here only the whitespace differs) are validated again, and a changed descriptor is refused by the pin."""
+    server.campaign("bytes", ["yes", "no"], recurring=True)
+    spacing = {"separators": (",", ":")}
+
+    def with_raw(method: str, path: str, body: Any = None) -> Response:
+        answer = server.transport.request(method, path, body)
+        if method != "GET" or not isinstance(answer.body, dict):
+            return answer
+        return Response(answer.status, answer.body, raw=json.dumps(answer.body, **spacing).encode())
+
+    class Raw:
+        request = staticmethod(with_raw)
+
+    client = make_client(transport=Raw())
+    parsed: list[object] = []
+
+    class Counting:
+        @staticmethod
+        def from_json(obj: object) -> CampaignConfig:
+            parsed.append(obj)
+            return CampaignConfig.from_json(obj)
+
+    monkeypatch.setattr(deniable.client.config, "CampaignConfig", Counting)
+    client.submit("bytes", "yes", recurring=True, round="r1")
+    client.submit("bytes", "yes", recurring=True, round="r2")
+    assert len(parsed) == 1
+    spacing = {"separators": (", ", ": ")}
+    client.submit("bytes", "yes", recurring=True, round="r3")
+    assert len(parsed) == 2
+    assert isinstance(client._configs._entries["bytes"][0], bytes)  # kept by the bytes, the body never re-encoded
+    monkeypatch.setattr(
+        server, "transport", FaultyTransport(server.transport, edit_config=lambda c: c.update(epsilon=2.0))
+    )
+    with pytest.raises(InvalidConfig, match="changed since this device pinned it"):
+        client.submit("bytes", "yes", recurring=True, round="r4")
+
+
 def test_the_outbox_sends_the_stored_envelope_texts_as_they_are(
     server: Server, make_client: Callable[..., Client]
 ) -> None:
