@@ -23,6 +23,7 @@ from typing import Any
 
 from deniable.aggregator.cli import env_int, needs
 from deniable.shared.fields import plural
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT
 
 __all__ = ["register"]
 
@@ -40,7 +41,7 @@ _SERVE_INTS: tuple[tuple[str, str, int, str], ...] = (
     ("--port", "PORT", 8000, "TCP port to listen on"),
     ("--workers", "WORKERS", 2, "worker processes"),
     ("--threads", "THREADS", 2, "threads per worker"),
-    ("--max-body-bytes", "MAX_BODY_BYTES", 8 * 1024 * 1024, "largest request body; larger ones get 413"),
+    ("--max-body-bytes", "MAX_BODY_BYTES", MAX_BODY_BYTES_DEFAULT, "largest request body; larger ones get 413"),
     ("--min-free-disk", "MIN_FREE_DISK_BYTES", 256 * 1024 * 1024,
      "free bytes on the data dir's file system below which GET /readyz answers 503"),
 )

@@ -43,6 +43,7 @@ from deniable.shared.limits import (
     INGEST_BURST_DEFAULT,
     INGEST_RATE_DEFAULT,
     KEEPALIVE_TIMEOUT,
+    MAX_BODY_BYTES_DEFAULT,
     MAX_CONNECTIONS_DEFAULT,
     MAX_HEADER_FIELDS,
 )
@@ -71,7 +72,7 @@ _REPORTS_PATH = re.compile(rb"^/api/v1/campaigns/[^/]+/reports/?$")
 class FrontSettings:
     """What the front and the protocol enforce (``deniable serve`` flags; bounds in ``shared/limits.py``)."""
 
-    max_body: int = 8 * 1024 * 1024
+    max_body: int = MAX_BODY_BYTES_DEFAULT
     header_timeout: float = HEADER_TIMEOUT_DEFAULT
     body_timeout: float = BODY_TIMEOUT_DEFAULT
     keepalive_timeout: float = KEEPALIVE_TIMEOUT

@@ -30,6 +30,7 @@ from deniable.shared.errors import CampaignExists, DeniableError, InvalidConfig,
 from deniable.shared.limits import (
     CAMPAIGN_STATUSES,
     MAX_ACCOUNT_CHARS,
+    MAX_BODY_BYTES_DEFAULT,
     MAX_GROUP_CELLS,
     MAX_GROUP_VALUES_DEFAULT,
     MAX_TOKEN_REQUESTS,
@@ -152,7 +153,7 @@ class Service:
         database: Path | str,
         max_batch: int = MAX_BATCH,
         max_group_values: int = MAX_GROUP_VALUES_DEFAULT,
-        max_body: int = 8 * 1024 * 1024,
+        max_body: int = MAX_BODY_BYTES_DEFAULT,
         kek: bytes | None = None,
     ) -> None:
         """``database`` is the SQLite file or a PostgreSQL URL; over PostgreSQL the campaign keys are sealed in

@@ -67,6 +67,7 @@ __all__ = [
     "KEEPALIVE_TIMEOUT",
     "KEY_PATTERN",
     "MAX_ACCOUNT_CHARS",
+    "MAX_BODY_BYTES_DEFAULT",
     "MAX_BUDGET",
     "MAX_CATEGORIES",
     "MAX_CATEGORY_CHARS",
@@ -364,6 +365,13 @@ MAX_CONNECTIONS_RANGE = (16, 100_000)
 #: Largest request line plus headers in bytes (h11's incomplete-event limit): an honest request's head is
 #: well under 2 KiB; a bearer token is 43 characters.
 MAX_HEADER_BYTES = 16 * 1024
+#: Largest request body in bytes, by default: ``deniable serve --max-body-bytes`` (a larger ``Content-Length``
+#: is 413), the shuffler's own body limit, and the aggregator's limit the shuffler assumes when it forms
+#: batches (``deniable shuffle --upstream-max-body``: one number, so that the shuffler's batches fit the
+#: aggregator it forwards to unless an operator changes one side). 8 MiB holds a batch of 1,000 envelopes
+#: (about 0.5 MB) many times over, and the largest shuffled batch of the smallest campaigns (10⁵ binary
+#: reports of 83 bytes, :data:`SHUFFLE_MIN_BATCH_RANGE`: 8.3 MB) in one request.
+MAX_BODY_BYTES_DEFAULT = 8 * 1024 * 1024
 #: Most header fields in one request (gunicorn's and Apache's default is 100).
 MAX_HEADER_FIELDS = 100
 #: Worker processes, and threads per worker, of ``deniable serve`` and ``deniable shuffle``: beyond 64 a

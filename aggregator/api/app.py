@@ -41,13 +41,13 @@ from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
 from deniable.aggregator.store import DATABASE_NAME
 from deniable.shared.contract import MAX_BATCH
-from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT, MAX_GROUP_VALUES_DEFAULT
 
 __all__ = ["DATABASE_NAME", "create_app"]
 
 
 DEFAULTS: dict[str, Any] = {
-    "MAX_CONTENT_LENGTH": 8 * 1024 * 1024,
+    "MAX_CONTENT_LENGTH": MAX_BODY_BYTES_DEFAULT,
     "MAX_BATCH": MAX_BATCH,
     "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
     "MAX_GROUP_VALUES": MAX_GROUP_VALUES_DEFAULT,

@@ -31,6 +31,7 @@ from deniable.aggregator.api.bodies import json_body
 from deniable.aggregator.api.errors import register_error_handlers
 from deniable.aggregator.api.reports import _spend_ingestion_tokens
 from deniable.aggregator.shuffler.service import Shuffler
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT
 
 __all__ = ["create_shuffler_app"]
 
@@ -87,11 +88,11 @@ def create_shuffler_app(config: Mapping[str, Any]) -> Flask:
     data_dir = Path(config["DATA_DIR"]).resolve()
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     app = Flask(__name__, static_folder=None, instance_path=str(data_dir))
-    app.config.update({"MAX_CONTENT_LENGTH": 8 * 1024 * 1024, **config})
+    app.config.update({"MAX_CONTENT_LENGTH": MAX_BODY_BYTES_DEFAULT, **config})
     shuffler = Shuffler(
         data_dir,
         upstream=str(config["UPSTREAM"]),
-        upstream_max_body=int(config.get("UPSTREAM_MAX_BODY", 8 * 1024 * 1024)),
+        upstream_max_body=int(config.get("UPSTREAM_MAX_BODY", MAX_BODY_BYTES_DEFAULT)),
     )
     app.extensions["deniable-shuffler"] = shuffler
     app.json.sort_keys = False  # type: ignore[attr-defined]

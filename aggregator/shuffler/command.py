@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.aggregator.cli import env_int, needs
-from deniable.shared.limits import PORT_RANGE, WORKERS_RANGE
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT, PORT_RANGE, WORKERS_RANGE
 
 __all__ = ["register"]
 
@@ -56,7 +56,8 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     shuffle.add_argument(
         "--upstream-max-body", type=int, default=None,
-        help="the aggregator's request body limit (its --max-body-bytes): no batch is larger (default: 8 MiB)",
+        help="the aggregator's request body limit (its --max-body-bytes): no batch is larger "
+        f"(default: {MAX_BODY_BYTES_DEFAULT // (1024 * 1024)} MiB)",
     )  # fmt: skip
     shuffle.add_argument(
         "--ingest-rate", type=float, default=None,
@@ -88,7 +89,7 @@ def shuffle_command(args: argparse.Namespace) -> int:
         if args.interval is not None
         else float(_env("INTERVAL", str(limits.SHUFFLE_INTERVAL_DEFAULT)) or 1)
     )
-    max_body = args.upstream_max_body if args.upstream_max_body is not None else 8 * 1024 * 1024
+    max_body = args.upstream_max_body if args.upstream_max_body is not None else MAX_BODY_BYTES_DEFAULT
     (low_port, high_port), (low, high) = PORT_RANGE, WORKERS_RANGE
     if not low_port <= port <= high_port or not low <= workers <= high or not low <= threads <= high:
         raise SystemExit(f"deniable shuffle: --port must be in {low_port}..{high_port}, --workers and --threads in "

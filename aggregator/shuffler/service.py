@@ -28,6 +28,7 @@ from deniable.aggregator.ingest import parse_batch
 from deniable.aggregator.shuffler.keys import ShufflerKeys
 from deniable.aggregator.shuffler.store import DueBatch, ShufflerStore, Taken
 from deniable.client.transport import HTTPTransport, Transport, error_message
+from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import (
     CampaignClosed,
@@ -37,6 +38,7 @@ from deniable.shared.errors import (
     UnknownCampaign,
 )
 from deniable.shared.limits import (
+    MAX_BODY_BYTES_DEFAULT,
     SHUFFLE_DESCRIPTOR_TTL,
     SHUFFLE_FORWARD_TIMEOUT,
     SHUFFLE_RETRY_MAX,
@@ -67,8 +69,8 @@ class Shuffler:
         data_dir: Path,
         *,
         upstream: str,
-        max_batch: int = 1000,
-        upstream_max_body: int = 8 * 1024 * 1024,
+        max_batch: int = MAX_BATCH,
+        upstream_max_body: int = MAX_BODY_BYTES_DEFAULT,
         transport: Transport | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from deniable.aggregator.commands import DEFAULT_DATA_DIR
 from deniable.client.fleet import simulate_fleet
-from deniable.shared.limits import CAMPAIGN_EPSILON, range_text
+from deniable.shared.limits import CAMPAIGN_EPSILON, MAX_BODY_BYTES_DEFAULT, range_text
 
 ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
@@ -75,7 +75,7 @@ def test_production_page_has_tls_tokens_backups_upgrades_and_sizing_from_the_ben
     assert nginx is not None
     config = nginx.group(1)
     assert "proxy_pass" in config and "ssl_certificate" in config
-    assert re.search(r"client_max_body_size\s+8m;", config)  # = --max-body-bytes
+    assert re.search(rf"client_max_body_size\s+{MAX_BODY_BYTES_DEFAULT >> 20}m;", config)  # = --max-body-bytes
     assert "X-Forwarded-For $remote_addr" in config  # the client's address, not a chain the client wrote
     assert config.index("limit_conn_zone") < config.index("server {")  # an http-level directive (nginx -t)
     assert "$remote_addr" not in config.split("log_format", 1)[1].split(";", 1)[0]  # no address in the log

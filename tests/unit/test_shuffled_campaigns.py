@@ -9,6 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from deniable.aggregator.api.app import create_app
 from deniable.shared.keys import encode_key, generate_keypair
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT
 
 ADMIN = "admin-" + "k" * 40
 SHUFFLER = {
@@ -27,7 +28,8 @@ def _create(tmp_path: Path, max_body: int, **fields: Any) -> Any:
 
 
 def test_a_threshold_that_fits_one_request_is_taken(tmp_path: Path) -> None:
-    answer = _create(tmp_path, 8 * 1024 * 1024, shuffler={**SHUFFLER, "min_batch": 100_000})
+    """The largest threshold of the smallest campaign fits the default body limit (as limits.py says)."""
+    answer = _create(tmp_path, MAX_BODY_BYTES_DEFAULT, shuffler={**SHUFFLER, "min_batch": 100_000})
     assert answer.status_code == 201, answer.get_json()
     assert answer.get_json()["shuffler"]["min_batch"] == 100_000
 
