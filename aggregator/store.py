@@ -57,7 +57,7 @@ from deniable.aggregator.migrations import migrate
 from deniable.aggregator.sealed_keys import Sealed
 from deniable.shared.contract import SAME_REPORT_REASON, SPENT_TOKEN_REASON
 from deniable.shared.errors import CampaignClosed, StoreUnavailable, TokenQuotaExceeded, UnknownCampaign
-from deniable.shared.limits import DATABASE_BUSY_TIMEOUT_MS
+from deniable.shared.limits import CONFLICT_RETRY_ATTEMPTS, DATABASE_BUSY_TIMEOUT_MS
 from deniable.shared.mechanisms.estimate import Tally
 
 T = TypeVar("T")
@@ -89,9 +89,6 @@ _REPORT_COLUMNS = ("campaign_id", "report_id", "round", "pseudonym", "groups_jso
 _REPORT_TYPES = ("text", "bytea", "text", "bytea", "text", "text", "text")
 _TOKEN_COLUMNS = ("campaign_id", "nonce", "spent_day")
 _TOKEN_TYPES = ("text", "bytea", "text")
-
-#: Times :meth:`Store.retrying` runs a transaction that a conflict rolled back before answering 503.
-RETRY_ATTEMPTS = 12
 
 
 class _Raced(StoreUnavailable):
@@ -281,15 +278,16 @@ class Store:
             raise
 
     def retrying(self, work: Callable[[Connection], T], *, isolation: str = SERIAL) -> T:
-        """``work(conn)`` in a :meth:`transaction`, run again (up to :data:`RETRY_ATTEMPTS` times, after a
-        short random pause) when a conflict rolled it back; ``work`` must have no effect outside the
-        database. Other failures, and a conflict on the last attempt, raise :class:`StoreUnavailable`."""
-        for attempt in range(RETRY_ATTEMPTS):
+        """``work(conn)`` in a :meth:`transaction`, run again (up to
+        :data:`~deniable.shared.limits.CONFLICT_RETRY_ATTEMPTS` times in all, after a short random pause) when
+        a conflict rolled it back; ``work`` must have no effect outside the database. Other failures, and a
+        conflict on the last attempt, raise :class:`StoreUnavailable`."""
+        for attempt in range(CONFLICT_RETRY_ATTEMPTS):
             try:
                 with self.transaction(isolation) as conn:
                     return work(conn)
             except StoreUnavailable as exc:
-                if not exc.retry or attempt == RETRY_ATTEMPTS - 1:
+                if not exc.retry or attempt == CONFLICT_RETRY_ATTEMPTS - 1:
                     raise
                 time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))  # noqa: S311 - retry jitter, no secret
         raise AssertionError("unreachable")  # pragma: no cover

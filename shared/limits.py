@@ -56,6 +56,7 @@ __all__ = [
     "CAMPAIGN_STATUSES",
     "CENTRAL_DELTA_RANGE",
     "CLIENT_TIMEOUT_MAX",
+    "CONFLICT_RETRY_ATTEMPTS",
     "DATABASE_BUSY_TIMEOUT_MS",
     "DEFAULT_MIN_REFRESH_INTERVAL_SECONDS",
     "DEFAULT_MIN_REPORTS_BEFORE_RELEASE",
@@ -227,6 +228,12 @@ RETRY_ATTEMPTS: tuple[int, int] = (1, 20)
 #: Milliseconds a writer of the aggregator's or the shuffler's SQLite database waits for the write lock
 #: before SQLite reports "database is locked" (a batch of 1,000 reports commits in well under a second).
 DATABASE_BUSY_TIMEOUT_MS = 30_000
+#: Times the aggregator's store runs a transaction that a conflict rolled back (a PostgreSQL serialization
+#: failure, deadlock or lock timeout, a row a concurrent batch inserted first, SQLite busy past its timeout)
+#: before it answers 503, the first run included (``Store.retrying``). Its jittered pauses double from 2 ms
+#: up to 128 ms, so 12 runs add at most about 0.8 s of pauses: a contended release or campaign creation gets
+#: through, and a conflict that keeps recurring is answered 503 soon.
+CONFLICT_RETRY_ATTEMPTS = 12
 
 
 def range_text(bounds: tuple[float, float]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ from support.store import K, make_store, row
 
 from deniable.aggregator.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
 from deniable.aggregator.store import OVERALL, ReportRow, Store
-from deniable.shared.errors import CampaignClosed, UnknownCampaign
+from deniable.shared.errors import CampaignClosed, StoreUnavailable, UnknownCampaign
+from deniable.shared.limits import CONFLICT_RETRY_ATTEMPTS
 from deniable.shared.mechanisms import Tally
 
 
@@ -89,6 +91,30 @@ def test_ingest_refuses_unknown_and_closed_campaigns(database_target: str | Path
     with pytest.raises(CampaignClosed, match="closed"):
         ingest(store, [row(1)])
     assert store.count_reports("c1") == 0
+
+
+def test_a_conflict_is_run_again_up_to_the_attempts_in_limits_and_another_failure_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("deniable.aggregator.store.time.sleep", lambda _seconds: None)
+    store = Store(tmp_path / "db.sqlite3")
+    runs: list[bool] = []
+
+    def fails(retry: bool) -> Callable[[object], None]:
+        def work(_conn: object) -> None:
+            runs.append(retry)
+            raise StoreUnavailable("conflict" if retry else "broken", retry=retry)
+
+        return work
+
+    with pytest.raises(StoreUnavailable, match="conflict"):
+        store.retrying(fails(True))
+    assert len(runs) == CONFLICT_RETRY_ATTEMPTS  # the first run included
+    runs.clear()
+    with pytest.raises(StoreUnavailable, match="broken"):
+        store.retrying(fails(False))
+    assert runs == [False]
+    store.close()
 
 
 def test_a_failed_transaction_stores_nothing(database_target: str | Path) -> None:
