@@ -35,6 +35,8 @@ __all__ = [
     "DEVICE_SECRET_BYTES",
     "PSEUDONYM_LABEL",
     "PSEUDONYM_LABEL_V2",
+    "PSEUDONYM_RE",
+    "REPORT_ID_RE",
     "check_campaign_id",
     "check_device_secret",
     "check_pseudonym",
@@ -56,8 +58,10 @@ PSEUDONYM_LABEL_V2 = b"deniable/pseudonym/v2"
 #: Raw Ed25519 public key length (RFC 8032).
 DEVICE_KEY_BYTES = 32
 
-_REPORT_ID_RE = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
-_PSEUDONYM_RE = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
+#: A report id (a shuffled batch id has the same form) and a pseudonym (a shuffled campaign's dedup token
+#: too), compiled from the patterns of :mod:`deniable.shared.limits` (use ``fullmatch``).
+REPORT_ID_RE = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
+PSEUDONYM_RE = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
 _CAMPAIGN_ID_RE = re.compile(SLUG_PATTERN.removeprefix("^").removesuffix("$"))
 
 
@@ -153,12 +157,12 @@ def check_campaign_id(campaign_id: object, error: type[ValueError]) -> None:
 
 def check_report_id(report_id: object, error: type[ValueError]) -> None:
     """Raise ``error`` unless ``report_id`` is 32 lowercase hex digits."""
-    _check_hex("report_id", report_id, _REPORT_ID_RE, REPORT_ID_HEX_DIGITS, error)
+    _check_hex("report_id", report_id, REPORT_ID_RE, REPORT_ID_HEX_DIGITS, error)
 
 
 def check_pseudonym(pseudonym: object, error: type[ValueError]) -> None:
     """Raise ``error`` unless ``pseudonym`` is 64 lowercase hex digits."""
-    _check_hex("pseudonym", pseudonym, _PSEUDONYM_RE, PSEUDONYM_HEX_DIGITS, error)
+    _check_hex("pseudonym", pseudonym, PSEUDONYM_RE, PSEUDONYM_HEX_DIGITS, error)
 
 
 def _check_hex(

@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import urllib.parse
 from collections.abc import Mapping, MutableSequence, Sequence
@@ -53,13 +52,11 @@ from deniable.shared.canonical_json import canonical_json, parse_json_object
 from deniable.shared.envelope import ENC_BYTES, HPKE_SUITE, TAG_BYTES, pad_plaintext, unpad_plaintext
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.formats import FORMAT_VERSION
-from deniable.shared.ids import DEVICE_SECRET_BYTES, new_report_id
+from deniable.shared.ids import DEVICE_SECRET_BYTES, PSEUDONYM_RE, REPORT_ID_RE, check_report_id, new_report_id
 from deniable.shared.keys import check_public_key, decode_key
 from deniable.shared.keys import load_private as _load_private
 from deniable.shared.keys import load_public as _load_public
 from deniable.shared.limits import (
-    PSEUDONYM_PATTERN,
-    REPORT_ID_PATTERN,
     SHUFFLE_MIN_BATCH_RANGE,
     SHUFFLER_URL_MAX_CHARS,
     SLUG_MAX_CHARS,
@@ -94,8 +91,6 @@ OUTER_INFO_LABEL = b"deniable/shuffled-outer/v1"
 DEDUP_LABEL = b"deniable/shuffle-dedup/v1"
 BATCH_SIGNATURE_LABEL = b"deniable/shuffled-batch/v1"
 
-_HEX32 = re.compile(REPORT_ID_PATTERN.removeprefix("^").removesuffix("$"))
-_HEX64 = re.compile(PSEUDONYM_PATTERN.removeprefix("^").removesuffix("$"))
 _ENVELOPE_KEYS = frozenset({"v", "report_id", "ct"})
 
 T = TypeVar("T")
@@ -193,8 +188,7 @@ def inner_info(campaign_id: str, version: int = FORMAT_VERSION) -> bytes:
 def outer_info(campaign_id: str, report_id: str, version: int = FORMAT_VERSION) -> bytes:
     """``"deniable/shuffled-outer/v1" || 0x00 || I2OSP(version, 2) || I2OSP(len(cid), 1) || cid ||
     report_id`` (16 raw bytes)."""
-    if not isinstance(report_id, str) or _HEX32.fullmatch(report_id) is None:
-        raise InvalidParameter(f"'report_id' must be 32 lowercase hex digits, got {show(report_id)}")
+    check_report_id(report_id, InvalidParameter)
     return (
         OUTER_INFO_LABEL
         + b"\x00"
@@ -265,8 +259,7 @@ class ShuffledEnvelope:
         if obj["v"] != FORMAT_VERSION or isinstance(obj["v"], bool):
             raise InvalidReport(f"envelope 'v' must be {FORMAT_VERSION} for a shuffled campaign, got {show(obj['v'])}")
         rid = obj["report_id"]
-        if not isinstance(rid, str) or _HEX32.fullmatch(rid) is None:
-            raise InvalidReport(f"envelope 'report_id' must be 32 lowercase hex digits, got {show(rid)}")
+        check_report_id(rid, InvalidReport)
         ct = obj["ct"]
         if not isinstance(ct, str) or len(ct) > (max_bytes * 4 + 2) // 3:
             raise InvalidReport(f"envelope 'ct' must be a base64url string of at most {max_bytes} bytes")
@@ -332,7 +325,7 @@ def open_outer(
     if obj["campaign_id"] != campaign_id:
         raise InvalidReport(f"the outer payload names another campaign than '{campaign_id}'")
     dedup = obj["dedup"]
-    if not isinstance(dedup, str) or _HEX64.fullmatch(dedup) is None:
+    if not isinstance(dedup, str) or PSEUDONYM_RE.fullmatch(dedup) is None:
         raise InvalidReport("the outer payload's 'dedup' must be 64 lowercase hex digits")
     inner = _b64url_decode(obj["inner"])
     if inner is None or len(inner) != inner_bytes:
@@ -352,7 +345,7 @@ def batch_message(campaign_id: str, batch_id: str, reports: Sequence[bytes]) -> 
     """What the shuffler signs: ``"deniable/shuffled-batch/v1" || 0x00 || I2OSP(len(cid), 1) || cid ||
     batch_id (16 raw bytes) || I2OSP(n, 4) || SHA-256(ct_1 || ... || ct_n)`` (every ct of a campaign has the
     same length, so the concatenation is unambiguous)."""
-    if not isinstance(batch_id, str) or _HEX32.fullmatch(batch_id) is None:
+    if not isinstance(batch_id, str) or REPORT_ID_RE.fullmatch(batch_id) is None:
         raise InvalidParameter(f"'batch_id' must be 32 lowercase hex digits, got {show(batch_id)}")
     digest = hashlib.sha256()
     for ct in reports:
@@ -387,7 +380,7 @@ class ShuffledBatch:
                 '"sig": <base64url>}'
             )
         batch_id, items, sig = obj["batch_id"], obj["reports"], _b64url_decode(obj["sig"])
-        if not isinstance(batch_id, str) or _HEX32.fullmatch(batch_id) is None:
+        if not isinstance(batch_id, str) or REPORT_ID_RE.fullmatch(batch_id) is None:
             raise InvalidReport("'batch_id' must be 32 lowercase hex digits")
         if sig is None or len(sig) != 64:
             raise InvalidReport("'sig' must be a 64-byte Ed25519 signature in base64url (86 characters)")

@@ -434,8 +434,9 @@ def test_public_names_are_pinned() -> None:
         (keys, ["KEY_BYTES", "check_public_key", "decode_key", "encode_key", "generate_keypair", "load_private",
                 "load_public", "public_key_of"]),
         (ids, ["DEVICE_KEY_BYTES", "DEVICE_KEY_LABEL", "DEVICE_SECRET_BYTES", "PSEUDONYM_LABEL", "PSEUDONYM_LABEL_V2",
-               "check_campaign_id", "check_device_secret", "check_pseudonym", "check_report_id", "device_public_key",
-               "device_signing_key", "make_pseudonym", "new_report_id", "pseudonym_of_key"]),
+               "PSEUDONYM_RE", "REPORT_ID_RE", "check_campaign_id", "check_device_secret", "check_pseudonym",
+               "check_report_id", "device_public_key", "device_signing_key", "make_pseudonym", "new_report_id",
+               "pseudonym_of_key"]),
     ],
     ids=lambda m: getattr(m, "__name__", ""),
 )
