@@ -50,6 +50,8 @@ log = logging.getLogger("deniable.aggregator")
 
 KEY_FILE_FORMAT = "deniable-campaign-key/1"
 _LEGACY_KEY_BYTES = 32
+#: ``campaign_keys.kind`` of a campaign's HPKE key.
+HPKE_KIND = "hpke"
 
 
 @dataclass(frozen=True)
@@ -99,15 +101,32 @@ def _decode_key_file(campaign_id: str, data: bytes) -> tuple[bytes, str | None]:
     return private, None
 
 
-def load_private_key(data_dir: Path, campaign_id: str) -> bytes:
-    """The private key in a campaign's key file, checked for self-consistency only (for tools and tests
-    that have no descriptor at hand); raises ``CampaignKeyUnavailable`` naming the problem."""
-    path = key_path(data_dir, campaign_id)
-    try:
-        data = read_secret(path)
-    except OSError as exc:
-        raise CampaignKeyUnavailable(f"campaign {campaign_id!r}: key file {path} cannot be read: {exc}") from exc
-    private, reason = _decode_key_file(campaign_id, data)
+def _unseal_key(store: Store, kek: bytes, campaign_id: str) -> tuple[bytes, str | None]:
+    """``(key file bytes, reason)``: the campaign's key unsealed from ``store`` (never raises)."""
+    row = store.sealed_key(campaign_id, HPKE_KIND)
+    if row is None:
+        return b"", "is missing"
+    return unseal(kek, campaign_id, HPKE_KIND, row)
+
+
+def load_private_key(
+    data_dir: Path, campaign_id: str, *, sealed_in: Store | None = None, kek: bytes | None = None
+) -> bytes:
+    """The private key in a campaign's key file (or, with ``sealed_in`` and ``kek``, unsealed from that
+    store's database), checked for self-consistency only (for tools and tests that have no descriptor at
+    hand); raises ``CampaignKeyUnavailable`` naming the problem."""
+    path: Path | None = None
+    if sealed_in is not None:
+        if kek is None:
+            raise ValueError("keys sealed in the database need the key-encryption key")
+        data, reason = _unseal_key(sealed_in, kek, campaign_id)
+    else:
+        path = key_path(data_dir, campaign_id)
+        try:
+            data, reason = read_secret(path), None
+        except OSError as exc:
+            raise CampaignKeyUnavailable(f"campaign {campaign_id!r}: key file {path} cannot be read: {exc}") from exc
+    private, reason = _decode_key_file(campaign_id, data) if reason is None else (b"", reason)
     if reason is not None:
         raise CampaignKeyUnavailable(str(KeyProblem(campaign_id, path, reason)))
     return private
@@ -122,10 +141,6 @@ def check_key_file(campaign_id: str, path: Path, descriptor_key: bytes) -> tuple
     except OSError as exc:
         return b"", KeyProblem(campaign_id, path, f"cannot be read ({exc.strerror or type(exc).__name__})")
     return _check_decoded(campaign_id, path, data, descriptor_key)
-
-
-#: ``campaign_keys.kind`` of a campaign's HPKE key.
-HPKE_KIND = "hpke"
 
 
 def _check_decoded(
@@ -163,10 +178,7 @@ class Keyring:
 
     def _check_sealed(self, campaign_id: str, descriptor_key: bytes) -> tuple[bytes, KeyProblem | None]:
         assert self.store is not None and self.kek is not None
-        row = self.store.sealed_key(campaign_id, HPKE_KIND)
-        if row is None:
-            return b"", KeyProblem(campaign_id, None, "is missing")
-        data, reason = unseal(self.kek, campaign_id, HPKE_KIND, row)
+        data, reason = _unseal_key(self.store, self.kek, campaign_id)
         if reason is not None:
             return b"", KeyProblem(campaign_id, None, reason)
         return _check_decoded(campaign_id, None, data, descriptor_key)

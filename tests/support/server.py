@@ -62,22 +62,16 @@ class RunningServer(ServerProcess):
 
     def private_key(self, campaign_id: str) -> bytes:
         """A campaign's private key, from its key file or (PostgreSQL) unsealed from the database and checked."""
-        from deniable.aggregator.keyring import HPKE_KIND, _decode_key_file, load_private_key
-        from deniable.aggregator.sealed_keys import parse_kek, unseal
+        from deniable.aggregator.keyring import load_private_key
+        from deniable.aggregator.sealed_keys import parse_kek
 
         if self.database is None:
             return load_private_key(self.data_dir, campaign_id)
         store = self.open_store()
         try:
-            sealed = store.sealed_key(campaign_id, HPKE_KIND)
+            return load_private_key(self.data_dir, campaign_id, sealed_in=store, kek=parse_kek(self.kek, source="kek"))
         finally:
             store.close()
-        assert sealed is not None, f"no sealed key for {campaign_id!r}"
-        data, reason = unseal(parse_kek(self.kek, source="kek"), campaign_id, HPKE_KIND, sealed)
-        assert reason is None, reason
-        private, problem = _decode_key_file(campaign_id, data)
-        assert problem is None, problem
-        return private
 
     def restart(self, timeout: float = STARTUP_TIMEOUT) -> RunningServer:
         if self.process is not None:

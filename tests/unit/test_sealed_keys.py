@@ -1,14 +1,18 @@
 """Campaign keys sealed under the key-encryption key (``aggregator/sealed_keys.py``): what opens, what fails
-and how the failure is named."""
+and how the failure is named; the keyring's load_private_key over sealed keys."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+from pathlib import Path
 
 import pytest
+from support.store import make_store
 
+from deniable.aggregator.keyring import Keyring, load_private_key
 from deniable.aggregator.sealed_keys import KEK_BYTES, kek_id, parse_kek, seal, unseal
+from deniable.shared.errors import CampaignKeyUnavailable
 
 KEK = bytes(range(KEK_BYTES))
 
@@ -47,3 +51,19 @@ def test_the_kek_is_read_as_base64url_or_hex_and_anything_else_is_refused_with_h
     for bad in ("", "short", KEK.hex()[:-2], base64.urlsafe_b64encode(KEK + b"!").decode()):
         with pytest.raises(ValueError, match=r"X must be a 32-byte key.*secrets\.token_bytes"):
             parse_kek(bad, source="X")
+
+
+def test_load_private_key_unseals_a_campaigns_key_from_the_database_and_names_what_is_wrong(tmp_path: Path) -> None:
+    store = make_store(tmp_path, "c1")
+    private, _ = Keyring.new_keypair()
+    with store.transaction() as conn:
+        Keyring(tmp_path, sealed_in=store, kek=KEK).save("c1", private, conn=conn)
+    assert load_private_key(tmp_path, "c1", sealed_in=store, kek=KEK) == private
+    assert not (tmp_path / "keys").exists()  # nothing was read from (or written to) key files
+    with pytest.raises(CampaignKeyUnavailable, match="sealed key in the database: is sealed under key-encryption key"):
+        load_private_key(tmp_path, "c1", sealed_in=store, kek=bytes(KEK_BYTES))
+    with pytest.raises(CampaignKeyUnavailable, match="'c2': sealed key in the database: is missing"):
+        load_private_key(tmp_path, "c2", sealed_in=store, kek=KEK)
+    with pytest.raises(ValueError, match="key-encryption key"):
+        load_private_key(tmp_path, "c1", sealed_in=store)
+    store.close()
