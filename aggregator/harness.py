@@ -13,12 +13,16 @@ group at once, like a power cut; :meth:`restart` starts again on the same data d
 ``database`` (a ``postgresql://`` URL) makes the server an instance over that database, with ``kek`` its
 key-encryption key (random unless given): instances of one aggregator share the URL, the key and the tokens.
 
+:class:`ThrowawayDatabase` creates a PostgreSQL database of its own on a server (the tests' run database,
+the PostgreSQL benchmark's) and drops it again: the URL the instances of one aggregator share.
+
 ``simulation=True`` (the default) lifts the per-address rate limits (:data:`SIMULATION_ENV`): every
 simulated device shares the loopback address. A benchmark or test of the limits themselves passes
 ``simulation=False`` or its own values in ``extra_env`` (which wins over everything else).
 
 Only the standard library is used (``urllib`` with no proxy for the health probe and :meth:`call`), so the
-demo and the examples need nothing beyond the aggregator's install. Never pointed at anything but this
+demo and the examples need nothing beyond the aggregator's install; :class:`ThrowawayDatabase` alone imports
+``psycopg`` (the ``postgres`` extra), when it is used. Never pointed at anything but this
 machine's loopback address.
 """
 
@@ -42,7 +46,15 @@ from typing import Any
 
 from .ratelimit import SIMULATION_ENV
 
-__all__ = ["STARTUP_TIMEOUT", "ServerProcess", "ShufflerProcess", "free_port", "running_server", "running_shuffler"]
+__all__ = [
+    "STARTUP_TIMEOUT",
+    "ServerProcess",
+    "ShufflerProcess",
+    "ThrowawayDatabase",
+    "free_port",
+    "running_server",
+    "running_shuffler",
+]
 
 #: Seconds :meth:`ServerProcess.start` waits for ``/healthz`` (a loaded 2-core machine needs several).
 STARTUP_TIMEOUT = 30.0
@@ -281,3 +293,32 @@ def running_server(data_dir: Path, **options: Any) -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+class ThrowawayDatabase:
+    """A PostgreSQL database of its own (``<prefix>_<pid>_<random>``) on the server at ``admin_url`` (a
+    superuser's libpq URL of a maintenance database): created now, its URL in :attr:`url`, dropped with
+    every connection to it by :meth:`drop`."""
+
+    def __init__(self, admin_url: str, *, prefix: str = "deniable") -> None:
+        import psycopg
+
+        self.admin_url = admin_url
+        self.name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        base, _, _ = admin_url.rpartition("/")
+        self.url = f"{base}/{self.name}"
+
+    def drop(self) -> None:
+        """Drop the database (``WITH (FORCE)``: sessions left behind are ended); tried three times, a second
+        apart, and given up silently (the name is unique to this process, so a leftover harms no one)."""
+        import psycopg
+
+        for _ in range(3):
+            try:
+                with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+                return
+            except psycopg.Error:
+                time.sleep(1)

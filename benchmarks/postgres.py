@@ -52,7 +52,7 @@ from ingest import EPSILON, K, Server, ingest_rate, latency_ms, median_p95, raw_
 
 from deniable.aggregator import estimation
 from deniable.aggregator.database import PG_TALLY_SHARDS
-from deniable.aggregator.harness import ServerProcess
+from deniable.aggregator.harness import ServerProcess, ThrowawayDatabase
 from deniable.aggregator.keyring import load_private_key
 from deniable.aggregator.store import Store
 from deniable.aggregator.verify import verify_store
@@ -323,7 +323,6 @@ def estimates(server: Server, database: str, n_stored: int, repeats: int, check:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import psycopg
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer reports (a smoke run, not the figures)")
@@ -340,10 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     n_upload = args.reports or (3_000 if args.quick else 20_000)
     n_stored = args.stored or (100_000 if args.quick else 10_000_000)
     rng = np.random.default_rng(2026)
-    name = f"deniable_bench_{os.getpid()}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    database = ADMIN_URL.rpartition("/")[0] + "/" + name
+    throwaway = ThrowawayDatabase(ADMIN_URL, prefix="deniable_bench")
+    database = throwaway.url
     shared = {"kek": secrets.token_urlsafe(32), "admin_token": "admin-" + secrets.token_urlsafe(24),
               "analyst_token": "analyst-" + secrets.token_urlsafe(24),
               "issuer_token": "issuer-" + secrets.token_urlsafe(24)}  # fmt: skip
@@ -363,8 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for server in servers:
             server.stop()
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        throwaway.drop()
         print(f"uptime: {uptime()}", flush=True)
     return 0
 

@@ -26,12 +26,12 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
+from deniable.aggregator.harness import ThrowawayDatabase
 from support.server import free_port
 
 #: The database backends the store suite and the reliability tests run against; PostgreSQL's runs are
@@ -139,20 +139,15 @@ def server_url() -> tuple[str | None, Cluster | None, str]:
     return cluster.url, cluster, ""
 
 
-class TestDatabase:
-    """A database of this run's own on the server at ``admin_url`` (created now, dropped by :meth:`drop`)."""
+class TestDatabase(ThrowawayDatabase):
+    """This run's own database on the server at ``admin_url`` (the product's
+    :class:`~deniable.aggregator.harness.ThrowawayDatabase`: created now, dropped by :meth:`drop`), and a
+    schema per test in it."""
 
     __test__ = False  # not a test class, whatever its name
 
     def __init__(self, admin_url: str) -> None:
-        import psycopg
-
-        self.admin_url = admin_url
-        self.name = f"deniable_test_{os.getpid()}_{secrets.token_hex(4)}"
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
-        base, _, _ = admin_url.rpartition("/")
-        self.url = f"{base}/{self.name}"
+        super().__init__(admin_url, prefix="deniable_test")
 
     def schema_url(self) -> tuple[str, str]:
         """``(url, schema)``: a new empty schema, and a URL whose connections use it (``search_path``)."""
@@ -169,14 +164,3 @@ class TestDatabase:
         with contextlib.suppress(psycopg.Error), psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute("SET lock_timeout = '20s'")  # a session left behind must not hang the run: the
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")  # database is dropped WITH (FORCE) at the end
-
-    def drop(self) -> None:
-        import psycopg
-
-        for _ in range(3):
-            try:
-                with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-                return
-            except psycopg.Error:
-                time.sleep(1)
