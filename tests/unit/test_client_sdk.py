@@ -272,6 +272,21 @@ def test_a_changed_config_is_refused_after_pinning(
     assert tampered.ledger().spent == 1.0 and len(tampered.pending()) == 1
 
 
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every descriptor the client's parser validates (the in-process aggregator parses on its own side)."""
+    seen: list[object] = []
+
+    class Counting:
+        @staticmethod
+        def from_json(obj: object) -> CampaignConfig:
+            seen.append(obj)
+            return CampaignConfig.from_json(obj)
+
+    monkeypatch.setattr(deniable.client.config, "CampaignConfig", Counting)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("value", "options", "refusal"),
     [("maybe", {}, InvalidParameter), ("yes", {"max_epsilon_per_campaign": 0.5}, BudgetExceeded)],
@@ -306,7 +321,7 @@ def test_a_first_answer_commits_its_pin_with_the_answer(server: Server, make_cli
 
 
 def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
-    server: Server, make_client: Callable[..., Client], monkeypatch: pytest.MonkeyPatch
+    server: Server, make_client: Callable[..., Client], parsed: list[object]
 ) -> None:
     """The same client fetches before every answer: the same JSON text reuses the config validated from it;
     a changed descriptor under the same id is validated again and refused by the pin, the cache
@@ -314,15 +329,6 @@ def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
     server.campaign("cached", ["yes", "no"], recurring=True)
     link = FaultyTransport(server.transport)
     client = make_client(transport=link)
-    parsed: list[object] = []
-
-    class Counting:  # the client's parser, counted (the in-process aggregator parses on its own side)
-        @staticmethod
-        def from_json(obj: object) -> CampaignConfig:
-            parsed.append(obj)
-            return CampaignConfig.from_json(obj)
-
-    monkeypatch.setattr(deniable.client.config, "CampaignConfig", Counting)
     client.submit("cached", "yes", recurring=True, round="r1")
     client.submit("cached", "yes", recurring=True, round="r2")
     assert len(parsed) == 1
@@ -339,7 +345,7 @@ def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
 
 
 def test_a_descriptor_is_reused_for_the_same_bytes_and_validated_again_for_other_bytes(
-    server: Server, make_client: Callable[..., Client], monkeypatch: pytest.MonkeyPatch
+    server: Server, make_client: Callable[..., Client], parsed: list[object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A transport that hands over the bytes it received (HTTPTransport does, as ``Response.raw``): the same
     bytes reuse the validated config without encoding the body again; other bytes with the same JSON value
@@ -357,15 +363,6 @@ def test_a_descriptor_is_reused_for_the_same_bytes_and_validated_again_for_other
         request = staticmethod(with_raw)
 
     client = make_client(transport=Raw())
-    parsed: list[object] = []
-
-    class Counting:
-        @staticmethod
-        def from_json(obj: object) -> CampaignConfig:
-            parsed.append(obj)
-            return CampaignConfig.from_json(obj)
-
-    monkeypatch.setattr(deniable.client.config, "CampaignConfig", Counting)
     client.submit("bytes", "yes", recurring=True, round="r1")
     client.submit("bytes", "yes", recurring=True, round="r2")
     assert len(parsed) == 1
