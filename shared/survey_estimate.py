@@ -116,12 +116,45 @@ def _check_sizes(answered: int, skipped: int, population: int) -> None:
                                f"answers than its {population} respondents")
 
 
-def sampling_variance(sample_var: Any, randomizer_var: Any, answered: int, population: int) -> Any:
-    """Var̂(t̄) = [(1 − f)·s_t² + f·V̂]/n_j with f = n_j/N (the module docstring): unbiased for the variance
-    of a mean over a simple random sample of n_j of N respondents, each report an unbiased estimate with
-    mean randomizer variance V̂ and s_t² the reports' sample variance. Vectorized (numpy or floats)."""
-    f = answered / population
-    return ((1 - f) * sample_var + f * randomizer_var) / answered
+def sampling_variance(
+    sample_var: Any, randomizer_var: Any, answered: int, population: int, *, drawn: int | None = None, over: int = 1
+) -> Any:
+    """Var̂(t̄) = [(1 − f)·s_t² + f·V̂]/n_j with f = d_j/N (the module docstring): unbiased for the variance
+    of the mean t̄ of n_j reports (``answered``) of a simple random sample of d_j (``drawn``, default n_j:
+    nobody skipped) of N respondents (``population``), each report an unbiased estimate of its answer, s_t²
+    (``sample_var``) the reports' sample variance and V̂ their mean randomizer variance.
+
+    ``randomizer_var`` is V̂·``over``: V̂ itself (``over`` 1), or the randomizer variance of a sum of ``over``
+    reports, weighted by f before it is divided (the order of the operations is part of every served number).
+    Vectorized (numpy or floats)."""
+    f = (answered if drawn is None else drawn) / population
+    return ((1 - f) * sample_var + f * randomizer_var / over) / answered
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The sizes of one question's estimate: n_j answers (``answered``); under sampling (``sampled``) the N
+    respondents (``population``) of whom d_j (``drawn``) were drawn for it, n_j answering and d_j − n_j
+    skipping; otherwise N = d_j = n_j."""
+
+    answered: int
+    population: int
+    drawn: int
+    sampled: bool
+
+    @classmethod
+    def of(cls, answered: int, split: str, population: int | None, skipped: int) -> _Sizes:
+        """Checked sizes: ``population`` and ``skipped`` count under ``sampling`` only (``population`` None:
+        the answers n_j)."""
+        sampled = split == "sampling" and population is not None
+        big_n = population if sampled and population is not None else answered
+        _check_sizes(answered, skipped if sampled else 0, big_n)
+        return cls(answered, big_n, answered + skipped if sampled else answered, sampled)
+
+    @property
+    def answering(self) -> int:
+        """M̂_j = N·n_j/d_j rounded (at least n_j): the respondents the question speaks for."""
+        return max(self.answered, round(self.population * self.answered / self.drawn))
 
 
 @dataclass(frozen=True)
@@ -314,32 +347,29 @@ def estimate_pure(
     _check_split(split)
     if kind not in ("choice", "multi"):
         raise InvalidParameter(f"estimate_pure takes choice and multi questions, got kind {kind!r}")
-    n_j = tally.n
-    sampled = split == "sampling" and population is not None
-    big_n = population if sampled and population is not None else n_j
-    _check_sizes(n_j, skipped if sampled else 0, big_n)
-    drawn = n_j + skipped if sampled else n_j
+    sizes = _Sizes.of(tally.n, split, population, skipped)
+    n_j, big_n, drawn = sizes.answered, sizes.population, sizes.drawn
     if len(labels) != tally.k:
         raise InvalidParameter(f"question {question!r} has {len(labels)} labels and a tally over {tally.k}")
     estimate = mechanism.estimate_tally(tally)
     if not isinstance(estimate, Estimate):  # pragma: no cover - every pure protocol returns one
         raise InvalidParameter(f"mechanism {mechanism!r} is not a pure protocol")
     zeros = np.zeros(tally.k)
-    if not sampled or n_j == 0:
+    if not sizes.sampled or n_j == 0:
         shares = estimate.counts / n_j if n_j else np.full(tally.k, np.nan)
         share_var = estimate.variance / n_j**2 if n_j else np.full(tally.k, np.nan)
         return ProportionResult(question, kind, split, tuple(labels), n_j, n_j, estimate.counts,
                                 estimate.variance, zeros, shares, share_var, estimate)
     gap, q = float(mechanism.gap), float(mechanism.q_star)
     support = np.asarray(tally.support, dtype=np.float64)
-    fraction = drawn / big_n  # f = d_j/N: the drawn are a simple random sample of the N
-    # the proportion among the answerers: their t̄ = ĉ_v/a_j (an SRS of the M_j who answer, given a_j)
+    # the proportion among the answerers: their t̄ = ĉ_v/a_j (an SRS of the M_j who answer, given a_j), with
+    # f = d_j/N (the drawn are a simple random sample of the N)
     if n_j > 1:
         lam = support / n_j
         answer_var = n_j * lam * (1 - lam) / ((n_j - 1) * gap * gap)
     else:
         answer_var = estimate.variance / n_j
-    share_var = ((1 - fraction) * answer_var + fraction * estimate.variance / n_j) / n_j
+    share_var = sampling_variance(answer_var, estimate.variance, n_j, big_n, drawn=drawn, over=n_j)
     # the count of holders: Horvitz–Thompson over the d_j drawn, a skipper's t_i = 0 exactly
     if drawn > 1:
         squares = (support * (1 - 2 * q) + n_j * q * q) / (gap * gap)
@@ -348,8 +378,7 @@ def estimate_pure(
         drawn_var = estimate.variance / drawn
     count_var = big_n**2 * sampling_variance(drawn_var, estimate.variance / drawn, drawn, big_n)
     randomizer_only = (big_n / drawn) ** 2 * estimate.variance
-    answering = max(n_j, round(big_n * n_j / drawn))  # M̂_j, the respondents the question speaks for
-    return ProportionResult(question, kind, split, tuple(labels), n_j, answering, estimate.counts * big_n / drawn,
+    return ProportionResult(question, kind, split, tuple(labels), n_j, sizes.answering, estimate.counts * big_n / drawn,
                             count_var, np.maximum(count_var - randomizer_only, 0.0), estimate.counts / n_j,
                             share_var, estimate)
 
@@ -368,13 +397,10 @@ def estimate_mean(
     the answerers' mean; under ``sampling`` with f = d_j/N (``population`` N, ``skipped`` s_j: the module
     docstring)."""
     _check_split(split)
-    n_j = tally.n
-    sampled = split == "sampling" and population is not None
-    big_n = population if sampled and population is not None else n_j
-    _check_sizes(n_j, skipped if sampled else 0, big_n)
-    drawn = n_j + skipped if sampled else n_j
+    sizes = _Sizes.of(tally.n, split, population, skipped)
+    n_j = sizes.answered
     own = mechanism.estimate(tally, number_range)
-    if not sampled or n_j == 0:
+    if not sizes.sampled or n_j == 0:
         return MeanResult(question, split, mechanism.name, mechanism.epsilon, n_j, n_j, own.mean, own.variance,
                           0.0, number_range)
     randomizer = own.variance * n_j  # V̂ in value units
@@ -384,10 +410,8 @@ def estimate_mean(
         sample_var = float(squares - total * total / n_j) / (n_j - 1) * scale2
     else:
         sample_var = randomizer
-    fraction = drawn / big_n
-    variance = ((1 - fraction) * sample_var + fraction * randomizer) / n_j
-    answering = max(n_j, round(big_n * n_j / drawn))
-    return MeanResult(question, split, mechanism.name, mechanism.epsilon, n_j, answering, own.mean, variance,
+    variance = sampling_variance(sample_var, randomizer, n_j, sizes.population, drawn=sizes.drawn)
+    return MeanResult(question, split, mechanism.name, mechanism.epsilon, n_j, sizes.answering, own.mean, variance,
                       max(variance - own.variance, 0.0), number_range)
 
 
