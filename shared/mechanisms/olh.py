@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -56,6 +57,20 @@ class OLHReports(NamedTuple):
 
 def _coefficients(seed: int) -> tuple[int, int]:
     return 1 + ((seed >> 32) % (PRIME - 1)), (seed & 0xFFFFFFFF) % PRIME
+
+
+def _coefficients_many(seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_coefficients` of every seed (a uint64 array), vectorized: ``a``, ``b`` as uint64 arrays."""
+    import numpy as np
+
+    a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
+    b = (seeds & np.uint64(0xFFFFFFFF)) % np.uint64(PRIME)
+    return a, b
+
+
+def _wire(seed: int, y: int) -> dict[str, Any]:
+    """A report's wire JSON: the seed as 16 hex digits, the bucket."""
+    return {"seed": format(seed, "016x"), "y": y}
 
 
 def olh_hash(seed: int, value: int, g: int) -> int:
@@ -121,10 +136,8 @@ class OLH(Mechanism[OLHReport]):
     def _hash_many(self, seeds: np.ndarray, values: Any) -> np.ndarray:
         import numpy as np
 
-        prime = np.uint64(PRIME)
-        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
-        b = (seeds & np.uint64(0xFFFFFFFF)) % prime
-        hashed = (a * np.asarray(values, dtype=np.uint64) + b) % prime % np.uint64(self.g)
+        a, b = _coefficients_many(seeds)
+        hashed = (a * np.asarray(values, dtype=np.uint64) + b) % np.uint64(PRIME) % np.uint64(self.g)
         result: np.ndarray = hashed.astype(np.int64)
         return result
 
@@ -136,8 +149,7 @@ class OLH(Mechanism[OLHReport]):
         return (1.0 - self.p_star) / (self.g - 1)
 
     def encode_report(self, report: Any) -> dict[str, Any]:
-        seed, y = self.decode_report(report)
-        return {"seed": format(seed, "016x"), "y": y}
+        return _wire(*self.decode_report(report))
 
     def widest_report(self) -> OLHReport:
         return OLHReport(0, self.g - 1)  # the seed has a fixed width; the bucket the most digits
@@ -161,16 +173,16 @@ class OLH(Mechanism[OLHReport]):
         return int(y)
 
     def support(self, report: Any) -> list[int]:
-        seed, y = self.decode_report(report)
+        return self._support(*self.decode_report(report))
+
+    def _support(self, seed: int, y: int) -> list[int]:
+        """The v in [0, k) with H_seed(v) = y."""
         a, b = _coefficients(seed)
         g = self.g
         return [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
 
     def stored_form(self, report: OLHReport) -> tuple[Any, list[int]]:
-        seed, y = report
-        a, b = _coefficients(seed)
-        g = self.g
-        return {"seed": format(seed, "016x"), "y": y}, [v for v in range(self.k) if ((a * v + b) % PRIME) % g == y]
+        return _wire(*report), self._support(*report)
 
     def split_simulated(self, simulated: Any) -> list[OLHReport]:
         return [OLHReport(int(s), int(y)) for s, y in zip(simulated.seeds, simulated.y, strict=True)]
@@ -185,21 +197,26 @@ class OLH(Mechanism[OLHReport]):
         result: np.ndarray = 2 * in0.astype(np.int64) + in1.astype(np.int64)
         return result
 
+    def _columns(self, simulated: OLHReports) -> Iterator[np.ndarray]:
+        """[H_seed(v) = y] over the simulated reports, for v = 0, 1, ..., k − 1 in turn: O(n) memory, with
+        (a·v + b) mod P updated incrementally in v."""
+        import numpy as np
+
+        a, hashed = _coefficients_many(np.asarray(simulated.seeds, dtype=np.uint64))
+        yu = np.asarray(simulated.y, dtype=np.int64).astype(np.uint64)
+        prime, g = np.uint64(PRIME), np.uint64(self.g)
+        for _ in range(self.k):
+            yield hashed % g == yu
+            hashed += a
+            hashed %= prime
+
     def support_matrix(self, simulated: Any) -> np.ndarray:
         """[H_seed(v) = y] for every report and v, vectorized as in the tally."""
         import numpy as np
 
-        seeds = np.asarray(simulated.seeds, dtype=np.uint64)
-        yu = np.asarray(simulated.y, dtype=np.int64).astype(np.uint64)
-        prime = np.uint64(PRIME)
-        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
-        hashed = (seeds & np.uint64(0xFFFFFFFF)) % prime
-        g = np.uint64(self.g)
-        matrix = np.empty((yu.size, self.k), dtype=bool)
-        for v in range(self.k):
-            matrix[:, v] = hashed % g == yu
-            hashed += a
-            hashed %= prime
+        matrix = np.empty((int(np.size(simulated.y)), self.k), dtype=bool)
+        for v, column in enumerate(self._columns(simulated)):
+            matrix[:, v] = column
         return matrix
 
     def _tally_simulated(self, reports: Any) -> Tally | None:
@@ -207,17 +224,5 @@ class OLH(Mechanism[OLHReport]):
 
         if not isinstance(reports, OLHReports):
             return None
-        seeds = np.asarray(reports.seeds, dtype=np.uint64)
-        y = np.asarray(reports.y, dtype=np.int64)
-        prime = np.uint64(PRIME)
-        a = np.uint64(1) + (seeds >> np.uint64(32)) % np.uint64(PRIME - 1)
-        b = (seeds & np.uint64(0xFFFFFFFF)) % prime
-        g = np.uint64(self.g)
-        yu = y.astype(np.uint64)
-        counts = []
-        hashed = b.copy()  # (a·v + b) mod P, updated incrementally in v
-        for _ in range(self.k):
-            counts.append(int(np.count_nonzero(hashed % g == yu)))
-            hashed += a
-            hashed %= prime
-        return Tally(int(y.size), tuple(counts))
+        counts = tuple(int(np.count_nonzero(column)) for column in self._columns(reports))
+        return Tally(int(np.size(reports.y)), counts)

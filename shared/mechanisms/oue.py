@@ -91,7 +91,11 @@ class OUE(Mechanism[int]):
         return report
 
     def encode_report(self, report: Any) -> str:
-        return format(self._check_mask(report), f"0{self.hex_digits}x")
+        return self._hex(self._check_mask(report))
+
+    def _hex(self, mask: int) -> str:
+        """A checked mask's wire form: exactly :attr:`hex_digits` lowercase hex digits."""
+        return format(mask, f"0{self.hex_digits}x")
 
     def widest_report(self) -> int:
         return (1 << self.k) - 1  # every mask has the same width; this one is in the space for every k
@@ -110,11 +114,14 @@ class OUE(Mechanism[int]):
         return mask
 
     def support(self, report: Any) -> list[int]:
-        mask = self.decode_report(report)
+        return self._bits(self.decode_report(report))
+
+    def _bits(self, mask: int) -> list[int]:
+        """The v in [0, k) whose bit the (checked) mask sets."""
         return [v for v in range(self.k) if (mask >> v) & 1]
 
     def stored_form(self, report: int) -> tuple[Any, list[int]]:
-        return format(report, f"0{self.hex_digits}x"), [v for v in range(self.k) if (report >> v) & 1]
+        return self._hex(report), self._bits(report)
 
     def split_simulated(self, simulated: Any) -> list[int]:
         """One bitmask per row of bits."""
