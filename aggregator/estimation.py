@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Iterable
 from typing import Any
 
-from deniable.aggregator import central, survey_estimates
+from deniable.aggregator import central, survey_estimates, survey_tally
 from deniable.aggregator.accountant import subsample_rate
 from deniable.aggregator.database import Connection
 from deniable.aggregator.release_policy import DEFAULT_POLICY, ReleasePolicy, check_release
@@ -106,8 +107,25 @@ def round_of(config: CampaignConfig, round: str | None) -> str:
 
 
 def group_page_size(config: CampaignConfig) -> int:
-    """Groups one page of a local grouped estimate lists: ⌊MAX_GROUP_CELLS / k⌋, at least 1."""
-    return max(1, MAX_GROUP_CELLS // config.k)
+    """Groups one page of a local grouped estimate lists: ⌊MAX_GROUP_CELLS / (tally width)⌋, at least 1
+    (the width is k for a one-question campaign, a survey's tally vector length otherwise)."""
+    return max(1, MAX_GROUP_CELLS // survey_tally.width(config))
+
+
+def group_page(
+    config: CampaignConfig, group_by: str, present: Iterable[str], group_after: str | None
+) -> tuple[list[str], bool]:
+    """The group values one page of a local grouped estimate lists, and whether more follow.
+
+    Every declared value and every one ``present`` in the tallies, in value order, those after
+    ``group_after`` only, at most :func:`group_page_size` of them (so at most ``MAX_GROUP_CELLS`` cells,
+    whatever was stored); when more follow, the body's ``next_group_after`` names the last one listed.
+    """
+    values = sorted(set(config.group_values.get(group_by, ())) | set(present))
+    if group_after is not None:
+        values = [value for value in values if value > group_after]
+    size = group_page_size(config)
+    return values[:size], len(values) > size
 
 
 def local_estimate(
@@ -121,9 +139,8 @@ def local_estimate(
 ) -> dict[str, Any]:
     """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring.
 
-    A grouped estimate lists its groups in value order, at most :func:`group_page_size` of them (so at most
-    ``MAX_GROUP_CELLS`` cells, whatever was stored); when more follow, ``next_group_after`` names the last
-    one listed, and ``group_after`` asks for the groups after it.
+    A grouped estimate lists one page of its groups (:func:`group_page`); when more follow,
+    ``next_group_after`` names the last one listed, and ``group_after`` asks for the groups after it.
     """
     _check_group_by(config, group_by)
     round_ = round_of(config, round)
@@ -139,11 +156,7 @@ def local_estimate(
     # grouped: the overall n and the mechanism head the groups; the overall estimate itself is not computed
     mechanism = config.build_mechanism()
     groups = store.tallies(config.id, group_by, round=round_)
-    values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
-    if group_after is not None:
-        values = [value for value in values if value > group_after]
-    size = group_page_size(config)
-    values, more = values[:size], len(values) > size
+    values, more = group_page(config, group_by, groups, group_after)
     body = {
         **head,
         "mechanism": mechanism.name,
@@ -295,45 +308,28 @@ def estimate(
         config.question_by_id(question)
     if config.trust_model == "central":
         round_of(config, round)
-        if group_after is not None:
-            raise InvalidParameter(
-                "'group_after' pages local grouped estimates; a central release lists every declared group"
-            )
+    _refuse_options(config, group_by=group_by, group_after=group_after, noise=noise, refresh=refresh, sample=sample)
+    if config.trust_model == "central":
         return central_estimate(
             store, config, group_by=group_by, level=level, noise=noise, refresh=refresh, role=role, sample=sample
         )
-    if sample is not None:
-        raise InvalidParameter("'sample' applies to central campaigns only")
-    if noise is not None:
-        raise InvalidParameter(
-            "'noise' applies to central campaigns only; local reports carry their own noise"
-        )
-    if refresh:
-        raise InvalidParameter(
-            "'refresh' applies to central campaigns only; a local estimate always covers every stored report"
-        )
-    if group_after is not None and group_by is None:
-        raise InvalidParameter("'group_after' pages a grouped estimate; pass it with 'group_by'")
     return local_estimate(store, config, group_by=group_by, level=level, round=round, group_after=group_after)
 
 
-def _survey_estimate(
-    store: Store, config: CampaignConfig, *, question: str | None, group_by: str | None, level: float,
-    noise: str | None, refresh: bool, round: str | None, role: str, sample: str | None, group_after: str | None,
-) -> dict[str, Any]:  # fmt: skip
-    """A survey's estimate body (:mod:`deniable.aggregator.survey_estimates`), with the same refusals of
-    options that do not apply as a one-question campaign's."""
-    _check_group_by(config, group_by)
-    round_ = round_of(config, round)
+def _refuse_options(
+    config: CampaignConfig, *, group_by: str | None, group_after: str | None, noise: str | None, refresh: bool,
+    sample: str | None,
+) -> None:  # fmt: skip
+    """Refuse (``InvalidParameter``) the estimate options that do not apply to the campaign's trust model,
+    one-question campaign or survey alike: ``group_after`` for a central release (it lists every declared
+    group); ``sample``, ``noise`` and ``refresh`` for a local estimate, and ``group_after`` without
+    ``group_by``."""
     if config.trust_model == "central":
         if group_after is not None:
             raise InvalidParameter(
                 "'group_after' pages local grouped estimates; a central release lists every declared group"
             )
-        return survey_estimates.survey_central_estimate(
-            store, config, question=question, group_by=group_by, level=level, noise=noise, refresh=refresh,
-            role=role, sample=sample,
-        )  # fmt: skip
+        return
     if sample is not None:
         raise InvalidParameter("'sample' applies to central campaigns only")
     if noise is not None:
@@ -344,6 +340,22 @@ def _survey_estimate(
         )
     if group_after is not None and group_by is None:
         raise InvalidParameter("'group_after' pages a grouped estimate; pass it with 'group_by'")
+
+
+def _survey_estimate(
+    store: Store, config: CampaignConfig, *, question: str | None, group_by: str | None, level: float,
+    noise: str | None, refresh: bool, round: str | None, role: str, sample: str | None, group_after: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A survey's estimate body (:mod:`deniable.aggregator.survey_estimates`), with the same refusals of
+    options that do not apply as a one-question campaign's (:func:`_refuse_options`)."""
+    _check_group_by(config, group_by)
+    round_ = round_of(config, round)
+    _refuse_options(config, group_by=group_by, group_after=group_after, noise=noise, refresh=refresh, sample=sample)
+    if config.trust_model == "central":
+        return survey_estimates.survey_central_estimate(
+            store, config, question=question, group_by=group_by, level=level, noise=noise, refresh=refresh,
+            role=role, sample=sample,
+        )  # fmt: skip
     return survey_estimates.survey_local_estimate(
         store, config, question=question, group_by=group_by, level=level, round_=round_, group_after=group_after
     )

@@ -36,7 +36,6 @@ from deniable.aggregator.survey_tally import Slot, layout, question_tally
 from deniable.shared.accounting import Totals, compose
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms.estimate import Tally
 from deniable.shared.survey_estimate import estimate_question
 
@@ -51,13 +50,6 @@ def question_slots(config: CampaignConfig, question: str | None) -> tuple[Slot, 
         return slots
     config.question_by_id(question)  # the message that lists the questions
     return tuple(slot for slot in slots if slot.question.id == question)
-
-
-def survey_group_page_size(config: CampaignConfig) -> int:
-    """Groups one page of a grouped survey estimate lists: ⌊MAX_GROUP_CELLS / (tally width)⌋, at least 1."""
-    slots = layout(config)
-    cells = slots[-1].offset + slots[-1].width if slots else 1
-    return max(1, MAX_GROUP_CELLS // cells)
 
 
 def _local_question(config: CampaignConfig, slot: Slot, stored: Tally, level: float) -> dict[str, Any]:
@@ -92,7 +84,11 @@ def survey_local_estimate(
     round_: str,
     group_after: str | None = None,
 ) -> dict[str, Any]:
-    """The estimate body of a local survey (``round_``: ``''`` unless recurring, checked by the caller)."""
+    """The estimate body of a local survey (``round_``: ``''`` unless recurring, checked by the caller); a
+    grouped one lists a page of groups as a one-question campaign's does
+    (:func:`deniable.aggregator.estimation.group_page`)."""
+    from deniable.aggregator.estimation import group_page  # estimation imports this module
+
     slots = question_slots(config, question)
     head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local", "split": config.split.to_json()}
     if config.recurring:
@@ -103,11 +99,7 @@ def survey_local_estimate(
     if group_by is None:
         return {**body, "questions": local_question_estimates(config, slots, overall, level)}
     groups = store.tallies(config.id, group_by, round=round_)
-    values = sorted(set(config.group_values.get(group_by, ())) | set(groups))
-    if group_after is not None:
-        values = [value for value in values if value > group_after]
-    size = survey_group_page_size(config)
-    values, more = values[:size], len(values) > size
+    values, more = group_page(config, group_by, groups, group_after)
     body["group_by"] = group_by
     body["groups"] = {
         value: {"n": groups.get(value, empty).n,
