@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from deniable.aggregator.sealed_keys import seal, unseal
-from deniable.aggregator.secret_files import issuer_key_path, read_secret, write_secret
+from deniable.aggregator.sealed_keys import keep_key, unseal
+from deniable.aggregator.secret_files import issuer_key_path, read_secret
 from deniable.shared import blindrsa
 from deniable.shared.base64url import b64url_decode, b64url_encode
 from deniable.shared.errors import InvalidParameter
@@ -109,11 +109,7 @@ class IssuerKeys:
         pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-        if self.store is not None:
-            assert self.kek is not None and conn is not None
-            self.store.save_sealed_key(conn, campaign_id, ISSUER_KIND, seal(self.kek, campaign_id, ISSUER_KIND, pem))
-        else:
-            write_secret(issuer_key_path(self.data_dir, campaign_id), pem)
+        keep_key(self.store, self.kek, conn, campaign_id, ISSUER_KIND, issuer_key_path(self.data_dir, campaign_id), pem)
         with self._lock:
             self._cache.pop(campaign_id, None)
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deniable.aggregator.sealed_keys import seal, unseal
-from deniable.aggregator.secret_files import key_path, read_secret, write_secret
+from deniable.aggregator.sealed_keys import keep_key, unseal
+from deniable.aggregator.secret_files import key_path, read_secret
 from deniable.shared.errors import CampaignKeyUnavailable, DeniableError
 from deniable.shared.keys import decode_key, encode_key, generate_keypair, public_key_of
 
@@ -205,11 +205,7 @@ class Keyring:
         is written in the caller's transaction ``conn`` (the one that inserts the campaign).
         """
         data = encode_key_file(campaign_id, private_key)
-        if self.store is not None:
-            assert self.kek is not None and conn is not None
-            self.store.save_sealed_key(conn, campaign_id, HPKE_KIND, seal(self.kek, campaign_id, HPKE_KIND, data))
-        else:
-            write_secret(self.path(campaign_id), data)
+        keep_key(self.store, self.kek, conn, campaign_id, HPKE_KIND, self.path(campaign_id), data)
         with self._lock:
             self._cache.pop(campaign_id, None)
 

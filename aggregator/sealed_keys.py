@@ -4,7 +4,9 @@ Several aggregator instances over one PostgreSQL database need every campaign's 
 that opens reports, the admission-token issuer key) without copying files between machines. They are
 stored in the table ``campaign_keys``, each sealed with AES-256-GCM (``cryptography``) under the KEK that
 every instance is given (``DENIABLE_KEY_ENCRYPTION_KEY``, or a file named by ``--key-encryption-key-file``;
-never a flag, which ``ps`` shows). The database alone, or a dump of it, holds no usable key.
+never a flag, which ``ps`` shows). The database alone, or a dump of it, holds no usable key. Both kinds of
+key are kept by :func:`keep_key`: sealed in the database when the aggregator is given one for its keys,
+else in their key files.
 
 A sealed row is ``(campaign_id, kind, kek_id, nonce, sealed)``:
 
@@ -32,11 +34,18 @@ import binascii
 import hashlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["KEK_BYTES", "KEK_HINT", "Sealed", "kek_id", "parse_kek", "seal", "unseal"]
+from deniable.aggregator.secret_files import write_secret
+
+if TYPE_CHECKING:
+    from deniable.aggregator.store import Store
+
+__all__ = ["KEK_BYTES", "KEK_HINT", "Sealed", "keep_key", "kek_id", "parse_kek", "seal", "unseal"]
 
 #: Bytes of a key-encryption key (AES-256).
 KEK_BYTES = 32
@@ -111,3 +120,17 @@ def unseal(kek: bytes, campaign_id: str, kind: str, sealed: Sealed) -> tuple[byt
         return AESGCM(kek).decrypt(sealed.nonce, sealed.sealed, _aad(campaign_id, kind, sealed.kek_id)), None
     except InvalidTag:
         return b"", "does not open under the key-encryption key (damaged, or copied from another campaign or kind)"
+
+
+def keep_key(
+    store: Store | None, kek: bytes | None, conn: Any, campaign_id: str, kind: str, path: Path, data: bytes
+) -> None:
+    """Keep the bytes of a campaign's private key of ``kind`` where this aggregator keeps its keys: sealed
+    under ``kek`` in ``store``'s database, in the caller's transaction ``conn`` (the one that inserts the
+    campaign), when ``store`` is given; else in the key file ``path`` (mode 0600, atomic, file and directory
+    fsynced)."""
+    if store is not None:
+        assert kek is not None and conn is not None
+        store.save_sealed_key(conn, campaign_id, kind, seal(kek, campaign_id, kind, data))
+    else:
+        write_secret(path, data)
