@@ -149,34 +149,34 @@ def _survey_table(table: pa.Table, plan: Plan, config: CampaignConfig) -> dict[s
     result: dict[str, Any] = {}
     decoded = survey.decode(config, table)  # once per partition; cells and filters take rows of it
 
-    def tallies(rows: np.ndarray, keys: Sequence[str]) -> Partial:
-        out: Partial = {}
-        for cell, index in _groups(rows.size, [table.column(k).take(pa.array(rows)) for k in keys]):
-            _add(out, cell, survey.survey_tally(config, decoded, rows[index]))
-        return out
+    def cells_of(rows: np.ndarray, keys: Sequence[str]) -> list[tuple[Cell, np.ndarray]]:
+        """Every cell of the ``keys`` columns present in ``rows``, with its rows (of the partition)."""
+        columns = [table.column(k).take(pa.array(rows)) for k in keys]
+        return [(cell, rows[index]) for cell, index in _groups(rows.size, columns)]
+
+    def tallies(cells: list[tuple[Cell, np.ndarray]]) -> Partial:
+        return {cell: survey.survey_tally(config, decoded, rows) for cell, rows in cells}
 
     every = np.arange(table.num_rows)
     if plan.check:
-        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(every, ["round"]).items()}
+        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(cells_of(every, ["round"])).items()}
         for f in config.group_fields:
             column = table.column(group_column(f))
             present = every if column.null_count == 0 else np.flatnonzero(
                 pc.is_valid(column).to_numpy(zero_copy_only=False))
-            for (round_, value), row in tallies(present, ["round", group_column(f)]).items():
+            for (round_, value), row in tallies(cells_of(present, ["round", group_column(f)])).items():
                 check[(round_, f, value)] = row
         result["check"] = check
     mask = _mask(table, config, plan.where)
     selected = every if mask is None else np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-    keys = [public_column(config, name) for name in plan.by]
-    result["cells"] = tallies(selected, keys)
+    # grouped once: the tallies and the cross sums take the same cells
+    cells = cells_of(selected, [public_column(config, name) for name in plan.by])
+    result["cells"] = tallies(cells)
     if plan.cross:
         first, second = survey.cross_questions(config, plan.cross, plan.by, plan.where)
         ids = [q.id for q in config.questions]
         pair = (ids.index(first.id), ids.index(second.id))
-        cross: dict[Cell, Any] = {}
-        for cell, index in _groups(selected.size, [table.column(k).take(pa.array(selected)) for k in keys]):
-            _add(cross, cell, survey.cross_sums(decoded, pair, selected[index]))
-        result["cross"] = cross
+        result["cross"] = {cell: survey.cross_sums(decoded, pair, rows) for cell, rows in cells}
     return result
 
 
