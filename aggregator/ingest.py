@@ -31,7 +31,7 @@ from deniable.aggregator import survey_tally
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.contract import BATCH_STATUSES
 from deniable.shared.descriptor import CampaignConfig
-from deniable.shared.envelope import Envelope, open_envelope
+from deniable.shared.envelope import Envelope, ciphertext_bytes, open_envelope
 from deniable.shared.errors import CampaignClosed, InvalidReport, InvalidRequest, PermissionDenied
 from deniable.shared.limits import MAX_GROUP_VALUES_DEFAULT, MAX_ROUNDS
 from deniable.shared.shuffle import ShuffledBatch, open_inner, verify_batch
@@ -165,7 +165,7 @@ def submit_shuffled_batch(store: Store, config: CampaignConfig, private_key: byt
         )
     assert config.padded_length is not None
     try:
-        batch = ShuffledBatch.from_json(body, inner_bytes=48 + config.padded_length)
+        batch = ShuffledBatch.from_json(body, inner_bytes=ciphertext_bytes(config.padded_length))
     except InvalidReport as exc:
         raise InvalidRequest(str(exc)) from exc
     threshold = config.shuffler.min_batch

@@ -39,6 +39,7 @@ from deniable.shared.limits import (
     TIMELINE_MAX_BUCKETS,
 )
 from deniable.shared.messages import show
+from deniable.shared.shuffle import batch_body_bytes, batch_capacity
 from deniable.shared.tokens import Admission, public_key_text
 
 __all__ = [
@@ -284,10 +285,9 @@ class Service:
         """A shuffled campaign's smallest batch must fit one request to this aggregator."""
         if config.shuffler is None or config.padded_length is None:
             return
-        per_report = 4 * -(-(48 + config.padded_length) // 3) + 3  # base64url of one inner ciphertext, quoted
-        needed = config.shuffler.min_batch * per_report + 512
+        needed = batch_body_bytes(config.padded_length, config.shuffler.min_batch)
         if needed > self.max_body:
-            fits = (self.max_body - 512) // per_report
+            fits = batch_capacity(config.padded_length, self.max_body)
             raise InvalidConfig(
                 f"'shuffler.min_batch' {config.shuffler.min_batch} does not fit one request to this aggregator "
                 f"({needed:,} bytes, its limit is {self.max_body:,}); declare at most {fits} or raise --max-body-bytes"

@@ -72,6 +72,7 @@ __all__ = [
     "SIGNATURE_LABEL",
     "TAG_BYTES",
     "Envelope",
+    "ciphertext_bytes",
     "hpke_info",
     "open_envelope",
     "pad_plaintext",
@@ -90,6 +91,13 @@ MAX_PLAINTEXT_BYTES = 60 * 1024
 #: Ciphertext bounds (decoded bytes): an empty plaintext still carries ``enc`` and the tag.
 MIN_CIPHERTEXT_BYTES = ENC_BYTES + TAG_BYTES
 MAX_CIPHERTEXT_BYTES = 64 * 1024
+
+
+def ciphertext_bytes(padded_length: int) -> int:
+    """Bytes of the ciphertext of a payload padded to ``padded_length``: ``enc``, the padded plaintext and the
+    tag (``48 + padded_length``), the one length of every report of a campaign."""
+    return ENC_BYTES + padded_length + TAG_BYTES
+
 
 #: Domain-separation prefixes (each followed by one 0x00 byte) of the HPKE info and the signed message.
 INFO_LABEL = b"deniable/hpke-info/v1"
@@ -387,7 +395,7 @@ def open_envelope(
     not a JSON object.
     """
     if envelope.version >= 2 and padded_length is not None:
-        expected = ENC_BYTES + padded_length + TAG_BYTES
+        expected = ciphertext_bytes(padded_length)
         if len(envelope.ciphertext) != expected:
             raise InvalidReport(
                 f"envelope 'ct' must be exactly {expected} bytes in campaign '{campaign_id}' (every payload "

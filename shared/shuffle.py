@@ -49,7 +49,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from deniable.shared.base64url import b64url_decode as _b64url_decode
 from deniable.shared.base64url import b64url_encode as _b64url_encode
 from deniable.shared.canonical_json import canonical_json, parse_json_object
-from deniable.shared.envelope import ENC_BYTES, HPKE_SUITE, TAG_BYTES, pad_plaintext, unpad_plaintext
+from deniable.shared.envelope import ENC_BYTES, HPKE_SUITE, TAG_BYTES, ciphertext_bytes, pad_plaintext, unpad_plaintext
 from deniable.shared.errors import InvalidConfig, InvalidParameter, InvalidReport
 from deniable.shared.formats import FORMAT_VERSION
 from deniable.shared.ids import DEVICE_SECRET_BYTES, PSEUDONYM_RE, REPORT_ID_RE, check_report_id, new_report_id
@@ -73,6 +73,8 @@ __all__ = [
     "ShuffledBatch",
     "ShuffledEnvelope",
     "ShufflerInfo",
+    "batch_body_bytes",
+    "batch_capacity",
     "batch_message",
     "dedup_token",
     "inner_info",
@@ -218,7 +220,7 @@ def seal_inner(payload: Mapping[str, Any], *, campaign_id: str, public_key: byte
 
 def open_inner(ciphertext: bytes, *, campaign_id: str, private_key: Any, padded_length: int) -> dict[str, Any]:
     """Decrypt and parse one inner ciphertext; ``InvalidReport`` if its length, key, binding or JSON is wrong."""
-    expected = ENC_BYTES + padded_length + TAG_BYTES
+    expected = ciphertext_bytes(padded_length)
     if len(ciphertext) != expected:
         raise InvalidReport(
             f"an inner ciphertext of campaign '{campaign_id}' is {expected} bytes, got {len(ciphertext)}"
@@ -360,6 +362,29 @@ def sign_batch(
     """The body of ``POST /api/v1/campaigns/<id>/batches``: the batch, signed."""
     signature = signing_key.sign(batch_message(campaign_id, batch_id, reports))
     return {"batch_id": batch_id, "reports": [_b64url_encode(ct) for ct in reports], "sig": _b64url_encode(signature)}
+
+
+#: Bytes a batch body spends besides its reports (the batch id, the signature, the keys and brackets: about
+#: 150), with room to spare.
+_BATCH_OVERHEAD_BYTES = 512
+
+
+def _batch_report_bytes(padded_length: int) -> int:
+    """At least the bytes of one report in a batch body: its inner ciphertext in base64 (rounded up to whole
+    padded groups), quoted, and a comma."""
+    return 4 * -(-ciphertext_bytes(padded_length) // 3) + 3
+
+
+def batch_body_bytes(padded_length: int, reports: int) -> int:
+    """At most the bytes of a :func:`sign_batch` body of ``reports`` inner ciphertexts of a campaign whose
+    payloads are padded to ``padded_length``."""
+    return reports * _batch_report_bytes(padded_length) + _BATCH_OVERHEAD_BYTES
+
+
+def batch_capacity(padded_length: int, max_body: int) -> int:
+    """The most reports of one batch whose body fits ``max_body`` bytes (the aggregator's body limit):
+    the largest n with ``batch_body_bytes(padded_length, n) <= max_body``."""
+    return (max_body - _BATCH_OVERHEAD_BYTES) // _batch_report_bytes(padded_length)
 
 
 @dataclass(frozen=True)

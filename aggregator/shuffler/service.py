@@ -30,6 +30,7 @@ from deniable.aggregator.shuffler.store import DueBatch, ShufflerStore, Taken
 from deniable.client.transport import HTTPTransport, Transport, error_message
 from deniable.shared.contract import MAX_BATCH
 from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.envelope import ciphertext_bytes
 from deniable.shared.errors import (
     CampaignClosed,
     InvalidConfig,
@@ -44,7 +45,7 @@ from deniable.shared.limits import (
     SHUFFLE_RETRY_MAX,
     SHUFFLE_RETRY_MIN,
 )
-from deniable.shared.shuffle import ShuffledEnvelope, open_outer, shuffle, sign_batch
+from deniable.shared.shuffle import ShuffledEnvelope, batch_capacity, open_outer, shuffle, sign_batch
 from deniable.shared.tokens import Token
 
 __all__ = ["DATABASE_NAME", "Shuffler"]
@@ -140,7 +141,7 @@ class Shuffler:
             raise CampaignClosed(f"campaign {campaign_id!r} is closed; no more reports are accepted")
         items = parse_batch(body, max_batch=self.max_batch)
         assert config.padded_length is not None
-        inner_bytes = 48 + config.padded_length
+        inner_bytes = ciphertext_bytes(config.padded_length)
         results: list[dict[str, Any]] = []
         taken: list[Taken] = []
         positions: list[int] = []
@@ -174,8 +175,7 @@ class Shuffler:
     def batch_limit(self, config: CampaignConfig) -> int:
         """The most reports of one batch: what fits one request to the aggregator (at least the threshold)."""
         assert config.padded_length is not None and config.shuffler is not None
-        per_report = 4 * -(-(48 + config.padded_length) // 3) + 3
-        return max(config.shuffler.min_batch, (self.upstream_max_body - 512) // per_report)
+        return max(config.shuffler.min_batch, batch_capacity(config.padded_length, self.upstream_max_body))
 
     def form_batches(self) -> int:
         """Form every batch that can be formed now; return how many reports went into batches."""

@@ -417,7 +417,8 @@ def test_random_ciphertexts_are_rejected_as_invalid_reports(ct: bytes, rid: str)
 def test_public_names_are_pinned() -> None:
     assert sorted(env.__all__) == [
         "ENC_BYTES", "Envelope", "HPKE_SUITE", "INFO_LABEL", "MAX_CIPHERTEXT_BYTES", "MAX_PLAINTEXT_BYTES",
-        "MIN_CIPHERTEXT_BYTES", "PROOF_FAILED", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "TAG_BYTES", "hpke_info",
+        "MIN_CIPHERTEXT_BYTES", "PROOF_FAILED", "SIGNATURE_BYTES", "SIGNATURE_LABEL", "TAG_BYTES", "ciphertext_bytes",
+        "hpke_info",
         "open_envelope", "pad_plaintext", "seal", "signed_message", "unpad_plaintext", "verify_possession",
     ]  # fmt: skip
     assert all(hasattr(env, name) for name in env.__all__)

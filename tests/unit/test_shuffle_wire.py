@@ -8,6 +8,7 @@ id, version) hold; batches are authenticated by the shuffler's key; the shuffle 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import secrets
 
@@ -24,6 +25,8 @@ from deniable.shared.sampling import seeded_randbelow
 from deniable.shared.shuffle import (
     ShuffledBatch,
     ShuffledEnvelope,
+    batch_body_bytes,
+    batch_capacity,
     dedup_token,
     open_inner,
     open_outer,
@@ -182,6 +185,18 @@ def test_batches_verify_only_under_the_registered_key_and_unaltered() -> None:
     assert not verify_batch(key, "smoke", dropped)
     with pytest.raises(InvalidReport, match="61 bytes"):
         ShuffledBatch.from_json(body, inner_bytes=61)
+
+
+@pytest.mark.parametrize("padded_length", [12, 100, 1000])
+def test_a_batch_of_the_capacity_fits_the_body_limit_and_one_more_does_not(padded_length: int) -> None:
+    """What the shuffler forms (batch_capacity) and what the aggregator checks at creation (batch_body_bytes)
+    is one bound on the compact JSON a batch is sent as."""
+    inner = 48 + padded_length
+    for max_body in (4096, 65_536, 1 << 20):
+        n = batch_capacity(padded_length, max_body)
+        assert batch_body_bytes(padded_length, n) <= max_body < batch_body_bytes(padded_length, n + 1)
+        body = sign_batch(SIGNER, "c" * 64, secrets.token_hex(16), [secrets.token_bytes(inner)] * n)
+        assert len(json.dumps(body, separators=(",", ":"))) <= batch_body_bytes(padded_length, n)
 
 
 def test_fisher_yates_is_uniform_over_all_orders() -> None:
