@@ -131,7 +131,7 @@ def sampling_variance(
     return ((1 - f) * sample_var + f * randomizer_var / over) / answered
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Sizes:
     """The sizes of one question's estimate: n_j answers (``answered``); under sampling (``sampled``) the N
     respondents (``population``) of whom d_j (``drawn``) were drawn for it, n_j answering and d_j − n_j
@@ -149,7 +149,8 @@ class _Sizes:
         sampled = split == "sampling" and population is not None
         big_n = population if sampled and population is not None else answered
         _check_sizes(answered, skipped if sampled else 0, big_n)
-        return cls(answered, big_n, answered + skipped if sampled else answered, sampled)
+        drawn = answered + skipped if sampled else answered
+        return cls(answered=answered, population=big_n, drawn=drawn, sampled=sampled)
 
     @property
     def answering(self) -> int:
