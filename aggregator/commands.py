@@ -23,7 +23,7 @@ from typing import Any
 
 from deniable.aggregator.cli import env_int, needs
 from deniable.shared.fields import plural
-from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT, MIN_FREE_DISK_BYTES_DEFAULT
 
 __all__ = ["register"]
 
@@ -42,7 +42,7 @@ _SERVE_INTS: tuple[tuple[str, str, int, str], ...] = (
     ("--workers", "WORKERS", 2, "worker processes"),
     ("--threads", "THREADS", 2, "threads per worker"),
     ("--max-body-bytes", "MAX_BODY_BYTES", MAX_BODY_BYTES_DEFAULT, "largest request body; larger ones get 413"),
-    ("--min-free-disk", "MIN_FREE_DISK_BYTES", 256 * 1024 * 1024,
+    ("--min-free-disk", "MIN_FREE_DISK_BYTES", MIN_FREE_DISK_BYTES_DEFAULT,
      "free bytes on the data dir's file system below which GET /readyz answers 503"),
 )
 

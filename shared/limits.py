@@ -98,6 +98,7 @@ __all__ = [
     "MEAN_LATTICE",
     "MECHANISM_EPSILON",
     "MIN_CATEGORIES",
+    "MIN_FREE_DISK_BYTES_DEFAULT",
     "MIN_TOKEN_BITS",
     "MIN_TOKEN_OBSERVED_BITS",
     "NUMBER_STEPS",
@@ -379,6 +380,10 @@ MAX_HEADER_BYTES = 16 * 1024
 #: (about 0.5 MB) many times over, and the largest shuffled batch of the smallest campaigns (10⁵ binary
 #: reports of 83 bytes, :data:`SHUFFLE_MIN_BATCH_RANGE`: 8.3 MB) in one request.
 MAX_BODY_BYTES_DEFAULT = 8 * 1024 * 1024
+#: Free bytes on the data dir's file system below which ``GET /readyz`` answers 503, by default
+#: (``deniable serve --min-free-disk``): 256 MiB leaves room for SQLite's WAL and a checkpoint to finish, so
+#: a load balancer stops sending reports before a write fails with "disk full".
+MIN_FREE_DISK_BYTES_DEFAULT = 256 * 1024 * 1024
 #: Most header fields in one request (gunicorn's and Apache's default is 100).
 MAX_HEADER_FIELDS = 100
 #: Worker processes, and threads per worker, of ``deniable serve`` and ``deniable shuffle``: beyond 64 a

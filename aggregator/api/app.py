@@ -41,7 +41,7 @@ from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.service import Service
 from deniable.aggregator.store import DATABASE_NAME
 from deniable.shared.contract import MAX_BATCH
-from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT, MAX_GROUP_VALUES_DEFAULT
+from deniable.shared.limits import MAX_BODY_BYTES_DEFAULT, MAX_GROUP_VALUES_DEFAULT, MIN_FREE_DISK_BYTES_DEFAULT
 
 __all__ = ["DATABASE_NAME", "create_app"]
 
@@ -49,7 +49,7 @@ __all__ = ["DATABASE_NAME", "create_app"]
 DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": MAX_BODY_BYTES_DEFAULT,
     "MAX_BATCH": MAX_BATCH,
-    "MIN_FREE_DISK_BYTES": 256 * 1024 * 1024,
+    "MIN_FREE_DISK_BYTES": MIN_FREE_DISK_BYTES_DEFAULT,
     "MAX_GROUP_VALUES": MAX_GROUP_VALUES_DEFAULT,
     "ADMIN_TOKEN": None,
     "ANALYST_TOKEN": None,
