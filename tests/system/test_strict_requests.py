@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 from support.server import RunningServer
@@ -17,11 +18,17 @@ CAMPAIGN = {"question": "q", "categories": ["a", "b"], "epsilon": 1.0}
 
 
 def _raw(server: RunningServer, data: bytes) -> tuple[int, bytes, dict]:
+    """One request as raw bytes; the answer is read to its Content-Length (a kept-alive connection is not
+    waited out) or, without one, until the server closes."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(data)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
+            head, found, body = answer.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head) if found else None
+            if length is not None and len(body) >= int(length.group(1)):
+                break
     head, _, body = answer.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), head, json.loads(body) if body else {}
 
