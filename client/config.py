@@ -157,14 +157,12 @@ def pin_summary(config: CampaignConfig) -> dict[str, Any]:
     return summary
 
 
-def check_pin(state: DeviceState, config: CampaignConfig, *, defer: bool = False) -> None:
-    """Pin ``config`` at first use; afterwards refuse any config whose fingerprint differs. ``defer``: the
-    pin is written with the caller's next transaction (:meth:`DeviceState.defer_pin`)."""
+def check_pin(state: DeviceState, config: CampaignConfig) -> None:
+    """Pin ``config`` at first use; afterwards refuse any config whose fingerprint differs."""
     fingerprint = config.pinned_fingerprint()
     pinned = state.pinned(config.id)
     if pinned is None:
-        write = state.defer_pin if defer else state.pin
-        write(config.id, fingerprint, json.dumps(pin_summary(config), sort_keys=True))
+        state.pin(config.id, fingerprint, json.dumps(pin_summary(config), sort_keys=True))
         return
     if pinned[0] == fingerprint:
         return
@@ -188,10 +186,9 @@ def check_pin(state: DeviceState, config: CampaignConfig, *, defer: bool = False
 
 
 def resolve_config(
-    state: DeviceState, transport: Transport, campaign_id: str, cache: ValidatedConfigs, *, defer_pin: bool = False
+    state: DeviceState, transport: Transport, campaign_id: str, cache: ValidatedConfigs
 ) -> CampaignConfig:
-    """The config to answer under: fetched, validated and checked against the pin (pinned at first use;
-    ``defer_pin``: with the caller's next transaction, see :func:`check_pin`).
+    """The config to answer under: fetched, validated and checked against the pin (pinned at first use).
 
     When the aggregator cannot be reached, a config this process already validated (``cache``) is used,
     so a device that goes offline can still answer. A closed campaign raises :class:`CampaignClosed`.
@@ -204,7 +201,7 @@ def resolve_config(
         if cached is None:
             raise
         config, text = cached, None
-    check_pin(state, config, defer=defer_pin)
+    check_pin(state, config)
     if text is not None or cache.get(campaign_id) is not config:
         cache.keep(config, text)
     if config.status == "closed":

@@ -271,49 +271,35 @@ class Client:
         validated the campaign yet; nothing was spent or queued), ``DeviceStateError``.
         """
         with self._lock, state_errors(self._state.path):
-            try:
-                return self._submit(campaign_id, value, groups, recurring, round, reanswer)
-            finally:  # a first-use pin stands whatever the answer did (the answer's commit wrote it already)
-                self._state.write_deferred_pins()
-
-    def _submit(
-        self,
-        campaign_id: str,
-        value: Any,
-        groups: Mapping[str, str] | None,
-        recurring: bool,
-        round: str | None,
-        reanswer: bool,
-    ) -> Receipt:
-        pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
-        config = resolve_config(self._state, self._transport, campaign_id, self._configs, defer_pin=True)
-        index: Any
-        if config.is_survey:
-            index = normalize_answers(config, value)  # the normalized answers, checked per question
-        else:
-            if isinstance(value, Mapping) and set(value) == {LEGACY_QUESTION_ID}:
-                value = value[LEGACY_QUESTION_ID]  # a one-question campaign answered as a survey
-            index = config.category_index(value)
-        if config.trust_model == "central" and not self.allow_central:
-            raise central_refusal(config)
-        if recurring and config.trust_model == "central":
-            raise InvalidParameter(
-                f"campaign {campaign_id!r} is central: recurring=True applies to local campaigns only"
-            )
-        if config.recurring:
-            if not recurring or round is None:
+            pseudonym = make_pseudonym(self._state.secret, campaign_id)  # validates the id
+            config = resolve_config(self._state, self._transport, campaign_id, self._configs)
+            index: Any
+            if config.is_survey:
+                index = normalize_answers(config, value)  # the normalized answers, checked per question
+            else:
+                if isinstance(value, Mapping) and set(value) == {LEGACY_QUESTION_ID}:
+                    value = value[LEGACY_QUESTION_ID]  # a one-question campaign answered as a survey
+                index = config.category_index(value)
+            if config.trust_model == "central" and not self.allow_central:
+                raise central_refusal(config)
+            if recurring and config.trust_model == "central":
                 raise InvalidParameter(
-                    f"campaign {campaign_id!r} is recurring and collects in rounds: pass recurring=True "
-                    "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
+                    f"campaign {campaign_id!r} is central: recurring=True applies to local campaigns only"
                 )
-            answer_round = self._answer_survey_round if config.is_survey else self._answer_round
-            return answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter), reanswer)
-        if recurring or round is not None:
-            raise InvalidParameter(
-                f"campaign {campaign_id!r} is not recurring: it counts one answer per device, so leave "
-                "recurring=False and round=None (a campaign created with \"recurring\": true collects in rounds)"
-            )
-        return self._answer(config, index, pseudonym, groups, reanswer)
+            if config.recurring:
+                if not recurring or round is None:
+                    raise InvalidParameter(
+                        f"campaign {campaign_id!r} is recurring and collects in rounds: pass recurring=True "
+                        "and round='<label>' (e.g. round='2026-11-29'), the round this answer belongs to"
+                    )
+                answer_round = self._answer_survey_round if config.is_survey else self._answer_round
+                return answer_round(config, index, pseudonym, groups, check_round(round, InvalidParameter), reanswer)
+            if recurring or round is not None:
+                raise InvalidParameter(
+                    f"campaign {campaign_id!r} is not recurring: it counts one answer per device, so leave "
+                    "recurring=False and round=None (a campaign created with \"recurring\": true collects in rounds)"
+                )
+            return self._answer(config, index, pseudonym, groups, reanswer)
 
     def _check_budget(self, config: CampaignConfig, cost: Fraction) -> None:
         """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget."""

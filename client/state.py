@@ -264,8 +264,6 @@ class DeviceState:
         self.durability = durability
         self.path: Path | None = None
         self._busy_timeout = busy_timeout
-        #: First-use pins not written yet (:meth:`defer_pin`): campaign id -> (fingerprint, summary, when).
-        self._deferred_pins: dict[str, tuple[str, str, float]] = {}
         with state_errors(None if state_dir is None else Path(state_dir).expanduser()):
             secret_file: Path | None = None
             secret: bytes | None = None
@@ -354,11 +352,8 @@ class DeviceState:
         have rolled back already, e.g. after ``SQLITE_FULL``; the original error is raised either way)."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            written = self._write_deferred_pins()
             yield self._db
             self._db.execute("COMMIT")
-            for campaign_id in written:
-                self._deferred_pins.pop(campaign_id, None)
         except BaseException:
             if self._db.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
@@ -382,10 +377,7 @@ class DeviceState:
 
     # -- pins ---------------------------------------------------------------------------------------
     def pinned(self, campaign_id: str) -> tuple[str, str] | None:
-        """``(fingerprint, summary_json)`` pinned for ``campaign_id`` (a deferred pin included), or None."""
-        deferred = self._deferred_pins.get(campaign_id)
-        if deferred is not None:
-            return deferred[0], deferred[1]
+        """``(fingerprint, summary_json)`` pinned for ``campaign_id``, or None."""
         row = self._db.execute(
             "SELECT fingerprint, summary_json FROM pins WHERE campaign_id = ?", (campaign_id,)
         ).fetchone()
@@ -398,31 +390,6 @@ class DeviceState:
             "INSERT OR IGNORE INTO pins VALUES (?, ?, ?, ?)",
             (campaign_id, fingerprint, summary_json, time.time()),
         )
-
-    def defer_pin(self, campaign_id: str, fingerprint: str, summary_json: str) -> None:
-        """Pin at first use, written with the next transaction (an answer's, in the same commit) or by
-        :meth:`write_deferred_pins`, whichever comes first; :meth:`pinned` sees it at once.
-
-        ``Client.submit`` pins this way and calls :meth:`write_deferred_pins` before it returns or raises, so
-        a pin stands after the call exactly as if :meth:`pin` had been called (also when the answer is
-        refused), with one commit instead of two."""
-        self._deferred_pins.setdefault(campaign_id, (fingerprint, summary_json, time.time()))
-
-    def write_deferred_pins(self) -> None:
-        """Write the pins :meth:`defer_pin` holds that no transaction has committed yet."""
-        if self._deferred_pins:
-            with self.transaction():
-                pass  # the transaction writes them first and forgets them once committed
-
-    def _write_deferred_pins(self) -> list[str]:
-        """Inside a transaction: INSERT OR IGNORE every deferred pin; the campaign ids written."""
-        if not self._deferred_pins:
-            return []
-        pins = list(self._deferred_pins.items())
-        self._db.executemany(
-            "INSERT OR IGNORE INTO pins VALUES (?, ?, ?, ?)", [(cid, *pin) for cid, pin in pins]
-        )
-        return [cid for cid, _ in pins]
 
     # -- ε spends and memo ----------------------------------------------------------------------------
     def reports(self, campaign_id: str | None = None) -> list[SpendRow]:

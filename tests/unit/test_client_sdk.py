@@ -294,30 +294,16 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 def test_a_refused_first_answer_still_pins_the_config(
     server: Server, make_client: Callable[..., Client], value: str, options: dict[str, Any], refusal: type[Exception]
 ) -> None:
-    """The first-use pin is written with the answer's own commit; an answer refused before its transaction
-    (an unknown value) or inside it (over the budget, rolled back) leaves the pin standing all the same."""
+    """An answer refused before its transaction (an unknown value) or inside it (over the budget, rolled
+    back) leaves the first-use pin standing: a changed descriptor is refused afterwards."""
     server.campaign("refused", ["yes", "no"])
     client = make_client(**options)
     with pytest.raises(refusal):
         client.submit("refused", value)
-    assert client.pending() == [] and client._state._deferred_pins == {}
+    assert client.pending() == []
     tampered = make_client(transport=FaultyTransport(server.transport, edit_config=lambda c: c.update(epsilon=3.0)))
     with pytest.raises(InvalidConfig, match="changed since this device pinned it"):
         tampered.submit("refused", "yes")
-
-
-def test_a_first_answer_commits_its_pin_with_the_answer(server: Server, make_client: Callable[..., Client]) -> None:
-    server.campaign("onecommit", ["yes", "no"])
-    client = make_client()
-    seen: list[str] = []
-    client._state._db.set_trace_callback(seen.append)
-    client.submit("onecommit", "yes")
-    client._state._db.set_trace_callback(None)
-    writes = [sql.split(" (")[0] for sql in seen if sql.startswith(("BEGIN", "COMMIT", "INSERT"))]
-    assert writes == [
-        "BEGIN IMMEDIATE", "INSERT OR IGNORE INTO pins VALUES", "INSERT INTO spent VALUES",
-        "INSERT OR REPLACE INTO meta VALUES", "INSERT INTO reports", "INSERT OR IGNORE INTO outbox", "COMMIT",
-    ]  # fmt: skip
 
 
 def test_a_descriptor_is_validated_once_per_text_and_a_change_is_still_refused(
