@@ -43,7 +43,8 @@ _SUMMARY_FIELDS = ("epsilon", "mechanism", "params", "public_key", "trust_model"
 
 
 class ValidatedConfigs:
-    """The configs this process validated and found pinned, per campaign id, each with its JSON text.
+    """The configs this process validated and found pinned, per campaign id, each with what it was parsed
+    from (the bytes received, or the body's JSON text).
 
     A descriptor is immutable, and the device fetches it before every answer: when the aggregator answers
     with the same bytes again (the transport's :attr:`Response.raw`; where a transport has no bytes, the

@@ -43,7 +43,7 @@ class Response:
     body: Any
     headers: Mapping[str, str] = field(default_factory=dict)
     content_error: str | None = None
-    raw: bytes | None = None
+    raw: bytes | None = field(default=None, repr=False, compare=False)
 
     def header(self, name: str) -> str | None:
         """The value of header ``name`` (case-insensitive), or None."""
