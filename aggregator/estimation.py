@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Iterable
 from typing import Any
 
 from deniable.aggregator import central, survey_estimates, survey_tally
@@ -38,7 +37,6 @@ from deniable.shared.amplification import Amplification, amplify
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.fields import check_round
-from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms import Tally
 from deniable.shared.noise import NOISES, check_noise
 
@@ -106,28 +104,6 @@ def round_of(config: CampaignConfig, round: str | None) -> str:
     return check_round(round, InvalidParameter)
 
 
-def group_page_size(config: CampaignConfig) -> int:
-    """Groups one page of a local grouped estimate lists: ⌊MAX_GROUP_CELLS / (tally width)⌋, at least 1
-    (the width is k for a one-question campaign, a survey's tally vector length otherwise)."""
-    return max(1, MAX_GROUP_CELLS // survey_tally.width(config))
-
-
-def group_page(
-    config: CampaignConfig, group_by: str, present: Iterable[str], group_after: str | None
-) -> tuple[list[str], bool]:
-    """The group values one page of a local grouped estimate lists, and whether more follow.
-
-    Every declared value and every one ``present`` in the tallies, in value order, those after
-    ``group_after`` only, at most :func:`group_page_size` of them (so at most ``MAX_GROUP_CELLS`` cells,
-    whatever was stored); when more follow, the body's ``next_group_after`` names the last one listed.
-    """
-    values = sorted(set(config.group_values.get(group_by, ())) | set(present))
-    if group_after is not None:
-        values = [value for value in values if value > group_after]
-    size = group_page_size(config)
-    return values[:size], len(values) > size
-
-
 def local_estimate(
     store: Store,
     config: CampaignConfig,
@@ -139,8 +115,9 @@ def local_estimate(
 ) -> dict[str, Any]:
     """The estimate of a local campaign, overall or per value of ``group_by``, of one round if recurring.
 
-    A grouped estimate lists one page of its groups (:func:`group_page`); when more follow,
-    ``next_group_after`` names the last one listed, and ``group_after`` asks for the groups after it.
+    A grouped estimate lists one page of its groups (:func:`~deniable.aggregator.survey_tally.group_page`);
+    when more follow, ``next_group_after`` names the last one listed, and ``group_after`` asks for the groups
+    after it.
     """
     _check_group_by(config, group_by)
     round_ = round_of(config, round)
@@ -156,7 +133,7 @@ def local_estimate(
     # grouped: the overall n and the mechanism head the groups; the overall estimate itself is not computed
     mechanism = config.build_mechanism()
     groups = store.tallies(config.id, group_by, round=round_)
-    values, more = group_page(config, group_by, groups, group_after)
+    values, more = survey_tally.group_page(config, group_by, groups, group_after)
     body = {
         **head,
         "mechanism": mechanism.name,

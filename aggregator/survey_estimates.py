@@ -32,7 +32,7 @@ from typing import Any
 
 from deniable.aggregator import accountant, central, central_kinds
 from deniable.aggregator.store import OVERALL, Store
-from deniable.aggregator.survey_tally import Slot, layout, question_tally
+from deniable.aggregator.survey_tally import Slot, group_page, layout, question_tally
 from deniable.shared.accounting import Totals, compose
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -86,8 +86,7 @@ def survey_local_estimate(
 ) -> dict[str, Any]:
     """The estimate body of a local survey (``round_``: ``''`` unless recurring, checked by the caller); a
     grouped one lists a page of groups as a one-question campaign's does
-    (:func:`deniable.aggregator.estimation.group_page`)."""
-    from deniable.aggregator.estimation import group_page  # estimation imports this module
+    (:func:`deniable.aggregator.survey_tally.group_page`)."""
 
     slots = question_slots(config, question)
     head: dict[str, Any] = {"campaign_id": config.id, "trust_model": "local", "split": config.split.to_json()}

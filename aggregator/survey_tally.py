@@ -20,15 +20,19 @@ slot ``[offset_q, offset_q + width_q)``:
 Under the sampling split a report answers one question; the others' slots do not move (not asked), so the
 respondents N of the row and the answers n_q of each slot are what the sampling estimate needs. A format 1
 or 2 campaign keeps its one-question layout (the support counts alone, width k).
+
+The vector's width also bounds a grouped estimate: :func:`group_page` lists at most ``MAX_GROUP_CELLS``
+cells of groups per page, for one-question campaigns and surveys alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from deniable.shared.descriptor import CampaignConfig
+from deniable.shared.limits import MAX_GROUP_CELLS
 from deniable.shared.mechanisms import Tally
 from deniable.shared.questions import Question
 
@@ -80,6 +84,28 @@ def width(config: CampaignConfig) -> int:
         return len(config.categories)
     last = _layout(config)[-1]
     return last.offset + last.width
+
+
+def group_page_size(config: CampaignConfig) -> int:
+    """Groups one page of a local grouped estimate lists: ⌊MAX_GROUP_CELLS / (tally width)⌋, at least 1
+    (the width is k for a one-question campaign, a survey's tally vector length otherwise)."""
+    return max(1, MAX_GROUP_CELLS // width(config))
+
+
+def group_page(
+    config: CampaignConfig, group_by: str, present: Iterable[str], group_after: str | None
+) -> tuple[list[str], bool]:
+    """The group values one page of a local grouped estimate lists, and whether more follow.
+
+    Every declared value and every one ``present`` in the tallies, in value order, those after
+    ``group_after`` only, at most :func:`group_page_size` of them (so at most ``MAX_GROUP_CELLS`` cells,
+    whatever was stored); when more follow, the body's ``next_group_after`` names the last one listed.
+    """
+    values = sorted(set(config.group_values.get(group_by, ())) | set(present))
+    if group_after is not None:
+        values = [value for value in values if value > group_after]
+    size = group_page_size(config)
+    return values[:size], len(values) > size
 
 
 def report_support(config: CampaignConfig, answers: Mapping[str, Any]) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ import pytest
 from support.reports import simulate_envelopes
 from support.server import RunningServer
 
-from deniable.aggregator import estimation
+from deniable.aggregator import estimation, survey_tally
 from deniable.aggregator.store import ReportRow, Store
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.keys import encode_key, generate_keypair
@@ -75,7 +75,7 @@ def _store_with_groups(tmp_path: Path, values: list[str], *, k: int = 2) -> tupl
 def test_a_grouped_estimate_is_paged_to_a_bounded_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     values = [f"g{i:02d}" for i in range(10)]
     store, config = _store_with_groups(tmp_path, values)
-    monkeypatch.setattr(estimation, "MAX_GROUP_CELLS", 8)  # k = 2: 4 groups a page
+    monkeypatch.setattr(survey_tally, "MAX_GROUP_CELLS", 8)  # k = 2: 4 groups a page
     seen: list[str] = []
     after = None
     pages = 0
