@@ -39,6 +39,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -312,13 +313,22 @@ class ThrowawayDatabase:
 
     def drop(self) -> None:
         """Drop the database (``WITH (FORCE)``: sessions left behind are ended); tried three times, a second
-        apart, and given up silently (the name is unique to this process, so a leftover harms no one)."""
+        apart. When every try fails, a warning names the database and the command that drops it (a benchmark's
+        may hold 10⁷ reports: it must not be left behind unsaid)."""
         import psycopg
 
+        error: psycopg.Error | None = None
         for _ in range(3):
             try:
                 with psycopg.connect(self.admin_url, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
                 return
-            except psycopg.Error:
+            except psycopg.Error as exc:
+                error = exc
                 time.sleep(1)
+        warnings.warn(
+            f"could not drop the throwaway PostgreSQL database {self.name!r} ({error}); drop it by hand: "
+            f'DROP DATABASE "{self.name}" WITH (FORCE)',
+            RuntimeWarning,
+            stacklevel=2,
+        )
