@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from ingest import uptime
 
 from deniable.aggregator.batch.export import EXPORT_FORMAT, group_column, schema_of
-from deniable.aggregator.batch.run import local_client, run_batch
+from deniable.aggregator.batch.run import close_client, local_client, run_batch
 from deniable.shared.descriptor import CampaignConfig
 
 ROWS_PER_FILE = 1_000_000
@@ -121,8 +121,7 @@ def main() -> None:
                       f"{'s' if workers > 1 else ''} during the run)  {args.reports / cpu:12,.0f} reports per "
                       f"worker CPU second; client + scheduler CPU {float(np.median(here)):.2f} s; load "
                       f"{min(loads):.1f}-{max(loads):.1f}")  # fmt: skip
-            client.close()
-            client.cluster.close()
+            close_client(client)
         for label in ("recount + check", "cross-tab country × device"):
             print(f"2 workers / 1 ({label}): {rates[(2, label)] / rates[(1, label)]:.2f}× wall; per worker CPU "
                   f"second {cpu_rates[(2, label)] / cpu_rates[(1, label)]:.2f}× (1.00: no work lost to splitting)")

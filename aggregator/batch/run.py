@@ -13,10 +13,11 @@ same reports.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,15 @@ from deniable.aggregator.survey_tally import layout, width
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import Tally
 
-__all__ = ["PRIVACY_NOTE", "BatchResult", "local_client", "parse_condition", "run_batch"]
+__all__ = [
+    "PRIVACY_NOTE",
+    "BatchResult",
+    "close_client",
+    "local_client",
+    "local_cluster",
+    "parse_condition",
+    "run_batch",
+]
 
 PRIVACY_NOTE = (
     "post-processing of ε-LDP reports: every device randomized its answer before it left the device, so "
@@ -97,7 +106,7 @@ def tally_file(path: str, plan: Plan) -> dict[str, Partial]:
 def local_client(workers: int | None = None) -> Any:
     """A ``dask.distributed`` client of a new local cluster: ``workers`` processes (default one per core),
     one thread each, bound to 127.0.0.1 on free ports (its HTTP endpoints too, so that two clusters on one
-    machine never collide on the default 8787). Close ``client`` and ``client.cluster`` when done."""
+    machine never collide on the default 8787). Close it with :func:`close_client` (or use :func:`local_cluster`)."""
     from dask.distributed import Client, LocalCluster
 
     cluster = LocalCluster(  # type: ignore[no-untyped-call]
@@ -108,6 +117,24 @@ def local_client(workers: int | None = None) -> Any:
         dashboard_address=":0",
     )
     return Client(cluster)  # type: ignore[no-untyped-call]
+
+
+@contextlib.contextmanager
+def local_cluster(workers: int | None = None) -> Iterator[Any]:
+    """:func:`local_client` for the duration of a ``with`` block, closed with its cluster on exit."""
+    client = local_client(workers)
+    try:
+        yield client
+    finally:
+        close_client(client)
+
+
+def close_client(client: Any) -> None:
+    """Close a ``dask.distributed`` client and, when it started one (:func:`local_client`), its cluster."""
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _client(scheduler: str | None, workers: int | None) -> Any:
@@ -218,10 +245,7 @@ def run_batch(
         parts = client.gather(client.map(tally_file, paths, plan=plan, pure=False)) if paths else []
     finally:
         if own:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            close_client(client)
     total = merge(parts)
     cells = total.get("cells", {})
     result = BatchResult(

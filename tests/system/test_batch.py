@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from support.reports import device_reports, seal_reports, upload
 
 from deniable.aggregator.batch.export import export_campaign
 from deniable.aggregator.batch.kernel import Condition, Plan, tally_table
-from deniable.aggregator.batch.run import local_client, parse_condition, run_batch
+from deniable.aggregator.batch.run import local_cluster, parse_condition, run_batch
 from deniable.aggregator.store import Store
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
@@ -63,11 +64,9 @@ def support_of(config: CampaignConfig, reports: list[Any]) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def dask_client() -> Any:
-    client = local_client(2)
-    yield client
-    client.close()
-    client.cluster.close()
+def dask_client() -> Iterator[Any]:
+    with local_cluster(2) as client:
+        yield client
 
 
 @pytest.mark.parametrize(("mechanism", "k"), [("binary-rr", 2), ("grr", 5), ("oue", 11), ("olh", 9)])

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 from support.server import RunningServer
 
-from deniable.aggregator.batch.run import local_client, run_batch
+from deniable.aggregator.batch.run import local_cluster, run_batch
 from deniable.client.fleet import simulate_fleet
 from deniable.shared.sampling import seeded_randbelow
 
@@ -39,11 +40,9 @@ def aggregator(backend_aggregator: RunningServer) -> RunningServer:
 
 
 @pytest.fixture(scope="module")
-def dask_client() -> Any:
-    client = local_client(1)
-    yield client
-    client.close()
-    client.cluster.close()
+def dask_client() -> Iterator[Any]:
+    with local_cluster(1) as client:
+        yield client
 
 
 def population(n: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
@@ -58,13 +57,28 @@ def population(n: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, 
     return answers, [{"region": "north" if i % 2 else "south"} for i in range(n)]
 
 
-def export(aggregator: RunningServer, campaign_id: str, out: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "export", campaign_id, "--to", str(out),
-         "--rows-per-file", "700", *aggregator.cli_args()],
-        capture_output=True, text=True, timeout=300, env=aggregator.cli_env(),
-    )  # fmt: skip
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``deniable ARGS`` in a subprocess, its output captured."""
+    return subprocess.run([sys.executable, "-m", "deniable.aggregator.cli", *args],
+                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+
+
+def collected(
+    aggregator: RunningServer, campaign_id: str, n: int, out: Path, *, epsilon: float, split: str,
+    seeds: tuple[int, int],
+) -> tuple[list[dict[str, Any]], Any]:
+    """The survey created, ``n`` devices of :func:`population` (seeded ``seeds[0]``, their randomness
+    ``seeds[1]``) answering it through the fleet, and its reports exported to ``out``: the answers and the
+    fleet's totals."""
+    aggregator.create_campaign(id=campaign_id, title="Health", questions=QUESTIONS, epsilon=epsilon,
+                               split=split, group_fields=["region"])  # fmt: skip
+    answers, groups = population(n, seed=seeds[0])
+    sent = simulate_fleet(aggregator.url, campaign_id, answers, groups,
+                          randbelow=seeded_randbelow(np.random.default_rng(seeds[1])))  # fmt: skip
+    done = cli("export", campaign_id, "--to", str(out), "--rows-per-file", "700", *aggregator.cli_args(),
+               env=aggregator.cli_env())  # fmt: skip
     assert done.returncode == 0, done.stderr
+    return answers, sent
 
 
 def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questions(
@@ -72,14 +86,9 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
 ) -> None:
     n = 2000
     campaign_id = "batch-survey"
-    aggregator.create_campaign(id=campaign_id, title="Health", questions=QUESTIONS, epsilon=8.0,
-                               split="per_question", group_fields=["region"])  # fmt: skip
-    answers, groups = population(n, seed=21)
-    sent = simulate_fleet(aggregator.url, campaign_id, answers, groups,
-                          randbelow=seeded_randbelow(np.random.default_rng(3)))  # fmt: skip
-    assert (sent.accepted, sent.rejected, sent.unsent) == (n, 0, 0)
     out = tmp_path / "export"
-    export(aggregator, campaign_id, out)
+    answers, sent = collected(aggregator, campaign_id, n, out, epsilon=8.0, split="per_question", seeds=(21, 3))
+    assert (sent.accepted, sent.rejected, sent.unsent) == (n, 0, 0)
 
     result = run_batch(out, client=dask_client)
     assert result.ok, result.check_mismatches
@@ -94,11 +103,7 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
     for cell in grouped.cells:
         assert cell["questions"] == by_region["groups"][cell["cell"]["region"]]["questions"]
 
-    done = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "batch", str(out), "--cross", "smoke,diet",
-         "--workers", "1", "--format", "json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = cli("batch", str(out), "--cross", "smoke,diet", "--workers", "1", "--format", "json")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
     assert "spend no privacy budget" in body["privacy"] and body["check"]["mismatches"] == []
@@ -111,19 +116,12 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
         truth = sum(x["smoke"] == a and x["diet"] == b for x in both)
         z.append((row["count"] - truth) / row["stderr"])
     assert max(abs(x) for x in z) < 4, z
-    table = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "batch", str(out), "--cross", "smoke,diet",
-         "--by", "region", "--workers", "1"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    table = cli("batch", str(out), "--cross", "smoke,diet", "--by", "region", "--workers", "1")
     assert table.returncode == 0, table.stderr
     assert "cross-tabulation" in table.stdout and "no privacy budget" in table.stdout
     assert "# check: 3 service tallies recounted, equal" in table.stdout
-    live = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "batch", str(out), "--workers", "1", "--url",
-         aggregator.url], capture_output=True, text=True, timeout=300,
-        env={**os.environ, "DENIABLE_TOKEN": aggregator.analyst_token},
-    )  # fmt: skip
+    live = cli("batch", str(out), "--workers", "1", "--url", aggregator.url,
+               env={**os.environ, "DENIABLE_TOKEN": aggregator.analyst_token})  # fmt: skip
     assert live.returncode == 0, live.stdout + live.stderr
     assert "# live service: equal: the service's estimates of all 4 questions over the same 2000 reports" in live.stdout
 
@@ -133,19 +131,11 @@ def test_a_sampling_survey_recounts_but_refuses_a_cross_tab(
 ) -> None:
     n = 900
     campaign_id = "batch-survey-sampling"
-    aggregator.create_campaign(id=campaign_id, title="Health", questions=QUESTIONS, epsilon=2.0,
-                               split="sampling", group_fields=["region"])  # fmt: skip
-    answers, groups = population(n, seed=8)
-    sent = simulate_fleet(aggregator.url, campaign_id, answers, groups,
-                          randbelow=seeded_randbelow(np.random.default_rng(4)))  # fmt: skip
-    assert sent.accepted == n
     out = tmp_path / "export"
-    export(aggregator, campaign_id, out)
+    _, sent = collected(aggregator, campaign_id, n, out, epsilon=2.0, split="sampling", seeds=(8, 4))
+    assert sent.accepted == n
     result = run_batch(out, client=dask_client)
     assert result.ok, result.check_mismatches
     assert result.cells[0]["questions"] == aggregator.estimate(campaign_id)["questions"]
-    done = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", "batch", str(out), "--cross", "smoke,diet"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = cli("batch", str(out), "--cross", "smoke,diet")
     assert done.returncode == 2 and "sampling split" in done.stderr and "not estimable" in done.stderr
