@@ -292,38 +292,34 @@ def test_sampling_estimates_with_skipped_questions_are_unbiased_with_calibrated_
         out[2].append(exact)
         out[3].append(bool(low <= truth <= high))
 
+    # the two pure questions: (id, mechanism, labels, holders, variances, the cell followed, its truths)
+    pure = {
+        "choice": ("smoke", choice_m, ["a", "b", "c", "d"], c_holder, (vh_c, vn_c), 1, truth_c_count, truth_c_prop),
+        "multi": ("apps", multi_m, list("vwxyz"), m_holder, (vh_m, vn_m), 0, truth_m_count, truth_m_prop),
+    }
+
+    def record_pure(q: str, answered_mask: np.ndarray, answered: int, skipped: int) -> None:
+        qid, mech, labels, holder, (vh, vn), cell, truth_count, truth_prop = pure[q]
+        tally = mech.tally(mech.simulate(pop[q][answered_mask], rng=rng))
+        r = estimate_question(qid, q, mech, tally, split="sampling", population=N, skipped=skipped, labels=labels)
+        assert isinstance(r, ProportionResult)
+        low, high = r.ci()
+        plow, phigh = r.proportion_ci()
+        exact = count_variance(holder, answers[q], vh, vn, answered + skipped)
+        record(f"{q} count", float(r.counts[cell]), float(r.variance[cell]), exact, low[cell], high[cell],
+               truth_count)  # fmt: skip
+        exact = share_variance(holder, answers[q], vh, vn, answered)
+        record(f"{q} proportion", float(r.proportions[cell]), float(r.proportion_variance[cell]), exact,
+               plow[cell], phigh[cell], truth_prop)  # fmt: skip
+
     for _ in range(RUNS):
         who = rng.integers(0, QUESTIONS, size=N)
         for index, q in enumerate(("choice", "multi", "number")):
             drawn = who == index
             answered_mask = drawn & answers[q]
             answered, skipped = int(answered_mask.sum()), int((drawn & skip[q]).sum())
-            if q == "choice":
-                tally = choice_m.tally(choice_m.simulate(pop["choice"][answered_mask], rng=rng))
-                r = estimate_question("smoke", "choice", choice_m, tally, split="sampling", population=N,
-                                      skipped=skipped, labels=["a", "b", "c", "d"])
-                assert isinstance(r, ProportionResult)
-                low, high = r.ci()
-                plow, phigh = r.proportion_ci()
-                exact = count_variance(c_holder, answers[q], vh_c, vn_c, answered + skipped)
-                record("choice count", float(r.counts[1]), float(r.variance[1]), exact, low[1], high[1],
-                       truth_c_count)
-                exact = share_variance(c_holder, answers[q], vh_c, vn_c, answered)
-                record("choice proportion", float(r.proportions[1]), float(r.proportion_variance[1]), exact,
-                       plow[1], phigh[1], truth_c_prop)
-            elif q == "multi":
-                tally = multi_m.tally(multi_m.simulate(pop["multi"][answered_mask], rng=rng))
-                r = estimate_question("apps", "multi", multi_m, tally, split="sampling", population=N,
-                                      skipped=skipped, labels=list("vwxyz"))
-                assert isinstance(r, ProportionResult)
-                low, high = r.ci()
-                plow, phigh = r.proportion_ci()
-                exact = count_variance(m_holder, answers[q], vh_m, vn_m, answered + skipped)
-                record("multi count", float(r.counts[0]), float(r.variance[0]), exact, low[0], high[0],
-                       truth_m_count)
-                exact = share_variance(m_holder, answers[q], vh_m, vn_m, answered)
-                record("multi proportion", float(r.proportions[0]), float(r.proportion_variance[0]), exact,
-                       plow[0], phigh[0], truth_m_prop)
+            if q in ("choice", "multi"):
+                record_pure(q, answered_mask, answered, skipped)
             else:
                 tally = number_m.tally(number_m.simulate(pop["number"][answered_mask], rng=rng))
                 mean = estimate_mean("age", number_m, tally, number_range, split="sampling", population=N,
