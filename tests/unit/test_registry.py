@@ -9,6 +9,7 @@ knows its name, wire type or parameter; if any module still listed mechanisms it
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -110,12 +111,21 @@ class ShiftRR(Mechanism[int]):
         return (1 - p - q, q, p, 0.0)
 
 
+@contextlib.contextmanager
+def registered_as(cls: type[Mechanism[Any]]) -> Iterator[None]:
+    """``cls`` in the registry for the ``with`` block, and out of it afterwards whatever happens."""
+    register(cls)
+    try:
+        yield
+    finally:
+        unregister(cls.name)
+    assert cls.name not in MECHANISMS
+
+
 @pytest.fixture(autouse=True, scope="module")
 def registered() -> Iterator[None]:
-    register(ShiftRR)
-    yield
-    unregister(ShiftRR.name)
-    assert ShiftRR.name not in MECHANISMS
+    with registered_as(ShiftRR):
+        yield
 
 
 def names() -> list[str]:
@@ -229,16 +239,13 @@ def test_batch_columns_follow_the_declared_layout_not_the_name() -> None:
 
     from deniable.aggregator.batch.columns import arrow_fields, to_columns, to_simulated
 
-    register(RenamedOLH)
-    try:
+    with registered_as(RenamedOLH):
         mechanism = mechanism_from_name(RenamedOLH.name, epsilon=2.0, k=6)
         rng = np.random.default_rng(4)
         reports = device_reports(mechanism, mechanism.simulate(rng.integers(0, 6, size=300), rng=rng))
         assert [f.name for f in arrow_fields(mechanism)] == ["seed", "y"]
         table = pa.table(to_columns(mechanism, reports), schema=pa.schema(arrow_fields(mechanism)))
         assert mechanism.tally(to_simulated(mechanism, table)) == mechanism.tally(reports)
-    finally:
-        unregister(RenamedOLH.name)
 
 
 @dataclass(frozen=True)
@@ -251,14 +258,11 @@ class RenamedDuchi(Duchi):
 def test_a_number_question_asks_its_mechanism_class_for_the_lattice() -> None:
     from deniable.shared.questions import make_question
 
-    register(RenamedDuchi)
-    try:
+    with registered_as(RenamedDuchi):
         for name, params in ((RenamedDuchi.name, {}), ("piecewise", {"lattice": DEFAULT_LATTICE})):
             question = make_question(id="age", text="Age?", kind="number", epsilon=1.0, mechanism=name,
                                      range=[0, 10])  # fmt: skip
             assert question.params() == params, name
-    finally:
-        unregister(RenamedDuchi.name)
 
 
 def test_the_openapi_document_names_it() -> None:
