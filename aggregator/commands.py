@@ -411,8 +411,7 @@ def serve_command(args: argparse.Namespace) -> int:
 def _open_store(data_dir: Path, database: str | None = None) -> Any:
     """The store of ``database`` (a PostgreSQL URL), else of the data dir's SQLite file; None (after one line
     on stderr) when there is none or it cannot be reached."""
-    from deniable.aggregator.api.app import DATABASE_NAME
-    from deniable.aggregator.store import Store
+    from deniable.aggregator.store import DATABASE_NAME, Store
     from deniable.shared.errors import StoreUnavailable
 
     if database is not None:

@@ -63,9 +63,19 @@ __all__ = ["document"]
 
 _SLUG = {"type": "string", "pattern": SLUG_PATTERN, "minLength": 1, "maxLength": SLUG_MAX_CHARS}
 #: The mechanism enums, filled from the registry by :func:`document` (these are the built-in ones).
-_MECHANISMS_IN_DESCRIPTOR = [*mechanism_names("choice"), CENTRAL_MECHANISM]
+def _in_descriptor() -> list[str]:
+    """A descriptor's ``mechanism``: every registered one-choice mechanism, or the central one."""
+    return [*mechanism_names("choice"), CENTRAL_MECHANISM]
+
+
+def _of_questions() -> list[str]:
+    """A survey question's ``mechanism``: every registered mechanism of every kind, or the central one."""
+    return [*(name for kind in KINDS for name in mechanism_names(kind)), CENTRAL_MECHANISM]
+
+
+_MECHANISMS_IN_DESCRIPTOR = _in_descriptor()
 _MECHANISMS_AT_CREATE = ["auto", *_MECHANISMS_IN_DESCRIPTOR]
-_MECHANISMS_OF_QUESTIONS = [*(name for kind in KINDS for name in mechanism_names(kind)), CENTRAL_MECHANISM]
+_MECHANISMS_OF_QUESTIONS = _of_questions()
 #: Said next to the unbiased counts of a local estimate (``Estimate.to_dict``).
 _UNBIASED = {
     "type": "object",
@@ -1146,9 +1156,7 @@ def document() -> dict[str, Any]:
     (``deniable.shared.mechanisms.registry``: one registered later is named too)."""
     doc = copy.deepcopy(DOCUMENT)
     schemas = doc["components"]["schemas"]
-    names = list(mechanism_names("choice"))
-    schemas["CampaignCreate"]["properties"]["mechanism"]["enum"] = ["auto", *names, CENTRAL_MECHANISM]
-    schemas["CampaignConfig"]["properties"]["mechanism"]["enum"] = [*names, CENTRAL_MECHANISM]
-    every = [name for kind in KINDS for name in mechanism_names(kind)]
-    schemas["SurveyQuestion"]["properties"]["mechanism"]["enum"] = [*every, CENTRAL_MECHANISM]
+    schemas["CampaignCreate"]["properties"]["mechanism"]["enum"] = ["auto", *_in_descriptor()]
+    schemas["CampaignConfig"]["properties"]["mechanism"]["enum"] = _in_descriptor()
+    schemas["SurveyQuestion"]["properties"]["mechanism"]["enum"] = _of_questions()
     return doc

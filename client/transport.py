@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from deniable.shared.contract import parse_error
 from deniable.shared.errors import InvalidParameter, TransportError
-from deniable.shared.limits import CLIENT_TIMEOUT_MAX
+from deniable.shared.limits import check_timeout
 
 __all__ = ["EncodedTransport", "HTTPTransport", "Response", "Transport", "error_message"]
 
@@ -130,12 +130,9 @@ class HTTPTransport:
                 f"'aggregator_url' must be an http:// or https:// URL such as http://127.0.0.1:8000, "
                 f"got {base_url!r}"
             )
-        if not (isinstance(timeout, int | float) and 0 < timeout <= CLIENT_TIMEOUT_MAX):
-            raise InvalidParameter(
-                f"'timeout' must be a number of seconds in (0, {CLIENT_TIMEOUT_MAX:g}], got {timeout!r}"
-            )
+        timeout = check_timeout(timeout)
         self.base_url = base_url.rstrip("/")
-        self.timeout = float(timeout)
+        self.timeout = timeout
 
     def request(self, method: str, path: str, body: Any = None) -> Response:
         """Send the request; every HTTP status comes back as a :class:`Response`."""

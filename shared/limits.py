@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from numbers import Real
 
-from deniable.shared.errors import DeniableError
+from deniable.shared.errors import DeniableError, InvalidParameter
 
 __all__ = [
     "AUTH_FAILURE_BURST_DEFAULT",
@@ -135,6 +135,7 @@ __all__ = [
     "TIMEOUT_RANGE",
     "WORKERS_RANGE",
     "check_range",
+    "check_timeout",
     "range_text",
 ]
 
@@ -224,6 +225,16 @@ STATE_BUSY_TIMEOUT = 30.0
 #: Longest timeout, in seconds, of one HTTP request of the device or the analyst client (``timeout=``): ten
 #: minutes is far beyond any answer (a central release of the largest grouped estimate takes seconds).
 CLIENT_TIMEOUT_MAX = 600.0
+
+
+def check_timeout(timeout: object) -> float:
+    """A client request timeout in (0, :data:`CLIENT_TIMEOUT_MAX`] seconds, as a float; ``InvalidParameter``
+    otherwise (the device's ``HTTPTransport`` and the analyst's connection both take one)."""
+    if not (isinstance(timeout, int | float) and 0 < timeout <= CLIENT_TIMEOUT_MAX):
+        raise InvalidParameter(f"'timeout' must be a number of seconds in (0, {CLIENT_TIMEOUT_MAX:g}], got {timeout!r}")
+    return float(timeout)
+
+
 #: Attempts of one delivery ``RetryPolicy`` (1 = no retry): 20 doublings of the backoff already span hours.
 RETRY_ATTEMPTS: tuple[int, int] = (1, 20)
 #: Milliseconds a writer of the aggregator's or the shuffler's SQLite database waits for the write lock

@@ -50,7 +50,7 @@ from deniable.shared.errors import (
     TransportError,
     UnknownCampaign,
 )
-from deniable.shared.limits import CLIENT_TIMEOUT_MAX
+from deniable.shared.limits import check_timeout
 
 __all__ = ["DEFAULT_URL", "AggregatorConnection", "error_from_answer", "resolve_token", "resolve_url"]
 
@@ -163,13 +163,10 @@ class AggregatorConnection:
     """Requests to one aggregator with one bearer token."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
-        if not (isinstance(timeout, int | float) and 0 < timeout <= CLIENT_TIMEOUT_MAX):
-            raise InvalidParameter(
-                f"'timeout' must be a number of seconds in (0, {CLIENT_TIMEOUT_MAX:g}], got {timeout!r}"
-            )
+        timeout = check_timeout(timeout)
         self.url = resolve_url(url)
         self._token = token
-        self.timeout = float(timeout)
+        self.timeout = timeout
 
     def __repr__(self) -> str:  # never the token
         return f"AggregatorConnection({self.url!r})"

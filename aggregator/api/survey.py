@@ -107,7 +107,7 @@ def page(campaign_id: str) -> Response:
     # (never executed): the script validates and pins it as the answer of that GET, one round trip less
     descriptor = config.to_json()  # the campaign read above (get_campaign would read it again)
     # a recurring campaign's round, as the link names it (/survey/<id>?round=2026-w49); the script checks it
-    round_label = (query_str("round", max_length=64) or "") if config.recurring else ""
+    round_label = (query_str("round") or "") if config.recurring else ""
     response = make_response(
         render_template("survey/page.html", config=config, extra=extra, descriptor=descriptor, round=round_label)
     )
