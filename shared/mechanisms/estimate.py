@@ -146,10 +146,14 @@ def score_interval(
     if boundary:
         # A count cannot leave [0, n], so at m = 0 (m = n) only one tail can refute it: test it one-sided,
         # exactly, from Bin(n, q) (Bin(n, p)). Refuted, the interval starts at the next count (ends at the
-        # one before), if that count is in it.
-        b0, an = boundary_tests(n, p, q, level)
-        low = np.where((low <= 0.0) & (high >= 1.0) & (s > b0), 1.0, low)
-        high = np.where((high >= n) & (low <= n - 1.0) & (s < an), n - 1.0, high)
+        # one before), if that count is in it. The tests cost O(n) (a log-factorial table), so they run only
+        # when an interval reaches a boundary (a live campaign's counts are mostly far from both).
+        at_zero = (low <= 0.0) & (high >= 1.0)
+        at_n = (high >= n) & (low <= n - 1.0)
+        if at_zero.any() or at_n.any():
+            b0, an = boundary_tests(n, p, q, level)
+            low = np.where(at_zero & (s > b0), 1.0, low)
+            high = np.where((high >= n) & (low <= n - 1.0) & (s < an), n - 1.0, high)
     result: tuple[FloatArray, FloatArray] = (low, high)
     return result
 
