@@ -213,8 +213,7 @@ class ProportionResult:
         """The proportion's interval: the count's divided by the answers per question, normal under
         sampling."""
         if self.split == "per_question":
-            low, high = self.estimate.ci(level)
-            return low / self.answered, high / self.answered
+            return self.estimate.proportion_ci(level)
         half = normal_quantile(level) * self.proportion_stderr
         return self.proportions - half, self.proportions + half
 
@@ -223,7 +222,12 @@ class ProportionResult:
         ci, proportion, proportion_stderr and proportion_ci (``None`` where undefined, never NaN)."""
         empty = self.answered == 0
         low, high = self.ci(level) if not empty else (self.counts, self.counts)
-        plow, phigh = self.proportion_ci(level) if not empty else (self.counts, self.counts)
+        if empty:
+            plow, phigh = self.counts, self.counts
+        elif self.split == "per_question":  # the count's interval over the answers (computed once, above)
+            plow, phigh = low / self.answered, high / self.answered
+        else:
+            plow, phigh = self.proportion_ci(level)
         stderr, proportion_stderr = self.stderr, self.proportion_stderr
         rows = []
         label_key = "option" if self.kind == "multi" else "category"
@@ -357,7 +361,7 @@ def estimate_pure(
         raise InvalidParameter(f"mechanism {mechanism!r} is not a pure protocol")
     zeros = np.zeros(tally.k)
     if not sizes.sampled or n_j == 0:
-        shares = estimate.counts / n_j if n_j else np.full(tally.k, np.nan)
+        shares = estimate.proportions if n_j else np.full(tally.k, np.nan)
         share_var = estimate.variance / n_j**2 if n_j else np.full(tally.k, np.nan)
         return ProportionResult(question, kind, split, tuple(labels), n_j, n_j, estimate.counts,
                                 estimate.variance, zeros, shares, share_var, estimate)
