@@ -45,6 +45,7 @@ from deniable.aggregator.store import DATABASE_NAME
 from deniable.client.secret_file import DIR_MODE, SECRET_MODE, write_secret_file, write_secret_stream
 from deniable.shared.errors import BackupError
 from deniable.shared.fields import plural
+from deniable.shared.limits import DATABASE_BUSY_TIMEOUT_MS
 
 __all__ = ["backup_data_dir", "register", "restore_data_dir"]
 
@@ -77,7 +78,7 @@ def _snapshot(database: Path, target: Path) -> None:
     """Copy ``database`` to ``target`` with SQLite's online backup API, as of one instant."""
     source = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30.0)
     try:
-        source.execute("PRAGMA busy_timeout = 30000")
+        source.execute(f"PRAGMA busy_timeout = {DATABASE_BUSY_TIMEOUT_MS}")
         dest = sqlite3.connect(target)
         try:
             source.backup(dest, pages=-1)  # one step: one read transaction, one consistent snapshot

@@ -75,22 +75,9 @@ class HmacDrbg:
         """The next ``nbytes`` of the stream of ``generate(64)`` blocks (whatever the request sizes were)."""
         buffer = self._buffer
         while len(buffer) < nbytes:
-            buffer += self._generate64()
+            buffer += self.generate(64)
         self._buffer = buffer[nbytes:]
         return buffer[:nbytes]
-
-    def _generate64(self) -> bytes:
-        """``generate(64)`` without additional input, unrolled (the same bytes and state): two HMACs of the
-        output chain, then HMAC_DRBG_Update with no provided data."""
-        if self._reseed_counter > _RESEED_INTERVAL:
-            raise RuntimeError("HMAC_DRBG reseed interval exhausted; instantiate a new generator")
-        key, digest = self._key, hmac.digest
-        first = digest(key, self._value, "sha256")
-        second = digest(key, first, "sha256")
-        key = digest(key, second + b"\x00", "sha256")
-        self._key, self._value = key, digest(key, second, "sha256")
-        self._reseed_counter += 1
-        return first + second
 
     def randbelow(self, n: int) -> int:
         """Uniform integer in ``[0, n)``: draw bit_length(n−1) bits, reject values ≥ n (P(reject) < 1/2)."""

@@ -263,11 +263,14 @@ def batch_body(envelopes: Sequence[str]) -> bytes:
     return ('{"reports":[' + ",".join(envelopes) + "]}").encode("utf-8")
 
 
-def _post(transport: Transport, path: str, envelopes: Sequence[str]) -> Response:
-    """POST the batch: its encoded text where the transport takes one, else as a JSON value."""
+def _sender(transport: Transport, path: str, envelopes: Sequence[str]) -> Callable[[], Response]:
+    """What POSTs the batch, its body built once for every attempt: the encoded text where the transport
+    takes one, else the batch as a JSON value."""
     if isinstance(transport, EncodedTransport):
-        return transport.request_encoded("POST", path, batch_body(envelopes))
-    return transport.request("POST", path, {"reports": [json.loads(e) for e in envelopes]})
+        encoded, body = transport, batch_body(envelopes)
+        return lambda: encoded.request_encoded("POST", path, body)
+    value = {"reports": [json.loads(e) for e in envelopes]}
+    return lambda: transport.request("POST", path, value)
 
 
 def post_batch(
@@ -280,7 +283,7 @@ def post_batch(
     """
     ids = [report_id for report_id, _ in envelopes]
     texts = [text for _, text in envelopes]
-    path = campaign_path(campaign_id, "reports")
+    send = _sender(transport, campaign_path(campaign_id, "reports"), texts)
     failure: TransportError = TransportError("no attempt made")
     attempt = 0
     while attempt < policy.attempts:
@@ -289,7 +292,7 @@ def post_batch(
             policy.sleep(max(wait, policy.delay(attempt - 1)) if wait else policy.delay(attempt - 1))
         attempt += 1
         try:
-            response = _post(transport, path, texts)
+            response = send()
         except TransportError as exc:
             failure = TransportError(f"{exc}; {len(ids)} report(s) of {campaign_id!r} stay in the outbox")
             continue
