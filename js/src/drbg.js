@@ -10,35 +10,27 @@
  */
 
 import { InvalidParameter, bitLength } from './rational.js';
-import { sha256 } from '@hpke/common';
+import { hmac, sha256 } from '@hpke/common';
 
 const OUTLEN = 32; // SHA-256 output length in bytes
-const BLOCK = 64; // SHA-256 block length
 
 /**
- * HMAC-SHA256 (RFC 2104) under one key, for the DRBG's many HMACs under the same K: the key's inner and
- * outer blocks are hashed once per key, and each message continues copies of those two states (noble's
- * `_cloneInto` into hash objects kept for it), two compressions fewer and no allocation per HMAC.
+ * HMAC-SHA256 (RFC 2104) under one key, for the DRBG's many HMACs under the same K: noble's HMAC
+ * (`@hpke/common`, already in the bundle) is keyed once per K (`hmac.create`, which hashes the key's inner
+ * and outer blocks), and each message continues a copy of that keyed state (`_cloneInto` into the one
+ * scratch HMAC kept for it), two compressions fewer per HMAC than keying afresh.
  */
 class KeyedHmac {
-  #empty = sha256.create();
-  #inner = sha256.create();
-  #outer = sha256.create();
-  #i = sha256.create();
-  #o = sha256.create();
-  #pad = new Uint8Array(BLOCK);
+  #keyed = null;
+  #scratch = undefined;
 
   setKey(key) { // key: 32 bytes (K is always an HMAC output)
-    const pad = this.#pad;
-    for (let j = 0; j < BLOCK; j += 1) pad[j] = (key[j] ?? 0) ^ 0x36;
-    this.#empty._cloneInto(this.#inner).update(pad);
-    for (let j = 0; j < BLOCK; j += 1) pad[j] = (key[j] ?? 0) ^ 0x5c;
-    this.#empty._cloneInto(this.#outer).update(pad);
+    this.#keyed = hmac.create(sha256, key);
   }
 
   mac(data) {
-    const inner = this.#inner._cloneInto(this.#i).update(data).digest();
-    return this.#outer._cloneInto(this.#o).update(inner).digest();
+    this.#scratch = this.#keyed._cloneInto(this.#scratch);
+    return this.#scratch.update(data).digest();
   }
 }
 const MAX_REQUEST = 7500; // bytes per generate call (SP 800-90A Table 2: 2^19 bits)
