@@ -214,6 +214,24 @@ export function padPlaintext(plaintext, length) {
   return out;
 }
 
+/**
+ * `{key, pseudonym}` of the device in a campaign (format 2): its Ed25519 key (`ed25519Key` of `deviceSeed`)
+ * and the pseudonym of its public key. Both depend only on (secret, campaign id), so they are derived once
+ * per pair and kept, as the recipient keys are, rather than re-imported and re-exported on every seal.
+ */
+const identities = new Map();
+async function deviceIdentity(secret, campaignId) {
+  const slot = `${toHex(secret)}/${campaignId}`;
+  let identity = identities.get(slot);
+  if (!identity) {
+    const key = await ed25519Key(await deviceSeed(secret, campaignId));
+    identity = { key, pseudonym: await pseudonymOfKey(key.publicKey, campaignId) };
+    if (identities.size > 64) identities.clear();
+    identities.set(slot, identity);
+  }
+  return identity;
+}
+
 /** A fresh report id: 16 CSPRNG bytes as 32 hex digits. */
 export const newReportId = () => toHex(randomBytes(16));
 
@@ -236,10 +254,8 @@ export async function seal(payload, { campaign, secret, reportId = newReportId()
   if (version >= 2) plaintext = padPlaintext(plaintext, campaign.paddedLength);
   let key = null;
   let pseudonym;
-  if (version >= 2) {
-    key = await ed25519Key(await deviceSeed(secret, campaign.id));
-    pseudonym = await pseudonymOfKey(key.publicKey, campaign.id);
-  } else pseudonym = await makePseudonym(secret, campaign.id, 1);
+  if (version >= 2) ({ key, pseudonym } = await deviceIdentity(secret, campaign.id));
+  else pseudonym = await makePseudonym(secret, campaign.id, 1);
   const info = hpkeInfo(campaign.id, version, reportId, pseudonym);
   const sealed = await hpkeSeal(campaign.publicKeyBytes, info, plaintext, 'this public key');
   const envelope = { v: version, report_id: reportId, pseudonym, ct: b64urlEncode(sealed) };
