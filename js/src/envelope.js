@@ -36,10 +36,12 @@ const bytesOf = (x) => new Uint8Array(x); // an ArrayBuffer or a view, as @hpke/
 
 /**
  * The KDF of the suite, HKDF-SHA256 (RFC 5869) with HPKE's labels (RFC 9180 §4), computed synchronously
- * with noble's HMAC (bytes.js) rather than WebCrypto: the same bytes, without the dozen asynchronous
- * WebCrypto round trips (an import and a sign, or a deriveBits, each) that one seal otherwise makes in its
- * KEM and key schedule. It implements @hpke/core's KDF interface (`init`, the labeled builders, `extract`,
- * `expand`, `extractAndExpand` and the labeled forms; results are ArrayBuffers).
+ * with noble's HMAC (bytes.js) rather than WebCrypto: the same bytes, without the asynchronous WebCrypto
+ * round trips (an import and a sign, or a deriveBits, each) that one seal otherwise makes in its key
+ * schedule (RFC 9180 §5.1). Only the key schedule uses it: the KEM (@hpke/core's or @hpke/dhkem-x25519's
+ * DhkemX25519HkdfSha256) builds its own WebCrypto HKDF for ExtractAndExpand. It implements @hpke/core's
+ * KDF interface (`init`, the labeled builders, `extract`, `expand`, `extractAndExpand` and the labeled
+ * forms; results are ArrayBuffers).
  */
 class Hkdf {
   id = KdfId.HkdfSha256;
@@ -100,7 +102,8 @@ const suites = new Map();
 /**
  * The one HPKE suite of the wire format, DHKEM(X25519, HKDF-SHA256) / HKDF-SHA256 / ChaCha20-Poly1305,
  * created once and shared: its KEM is @hpke/core's (WebCrypto's X25519), or @hpke/dhkem-x25519's pure-JS
- * X25519 where WebCrypto has none (or with `{compat: true}`, for tests); its KDF is the synchronous one.
+ * X25519 where WebCrypto has none (or with `{compat: true}`, for tests), with the KEM's own HKDF; the
+ * suite's KDF, that of the key schedule, is the synchronous one.
  */
 export async function hpkeSuite({ compat: pure = false } = {}) {
   let suite = suites.get(pure);
