@@ -85,8 +85,10 @@ export function challengeDigest(campaignId) {
 
 /** token_type ‖ nonce ‖ challenge digest ‖ token_key_id: the message the issuer blind-signs. */
 export async function tokenInput(nonce, campaignId, keyId) {
-  return concat(TYPE, nonce, await challengeDigest(campaignId), keyId);
+  return inputOf(nonce, challengeDigest(campaignId), keyId);
 }
+
+const inputOf = (nonce, digest, keyId) => concat(TYPE, nonce, digest, keyId);
 
 async function mgf1(seed, length) {
   const out = new Uint8Array(length);
@@ -155,9 +157,10 @@ export class TokenBatch {
       throw new InvalidParameter(`'count' must be a whole number from 1 to ${MAX_TOKENS_PER_BATCH}, got ${show(count)}`);
     }
     const issuer = campaign.issuer;
+    const digest = challengeDigest(campaign.id); // the same for every token of the batch
     const pending = [];
     for (let i = 0; i < count; i += 1) {
-      const msg = await tokenInput(randomBytes(NONCE_BYTES), campaign.id, issuer.keyId);
+      const msg = inputOf(randomBytes(NONCE_BYTES), digest, issuer.keyId);
       pending.push({ msg, ...(await blind(issuer, msg)) });
     }
     return new TokenBatch(campaign.id, issuer, pending);
