@@ -32,7 +32,7 @@ import {
   MalformedReply, RateLimited, RedirectRefused, TransportError, UnknownCampaign, pyRepr,
 } from './errors.js';
 import { parseJson } from './json.js';
-import { answerTag, drawnQuestion, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
+import { answerTag, oneShotAnswer, permanentResponse, roundReportId, surveyOneShot } from './memo.js';
 import { add, exactFraction, frac, lt, sub } from './rational.js';
 import { DeviceStore } from './store.js';
 import { checkRound } from './descriptor.js';
@@ -149,9 +149,8 @@ function withLock(name, fn) {
 export class Client {
   #store;
   #fetch;
-  #configs = new Map();
+  #configs = new Map(); // campaign id → {config, text}: a validated, pinned config and the descriptor text it came from
   #lockName;
-  #texts = new Map(); // campaign id → the descriptor text its validated, pinned config in #configs came from
   #early = null; // [campaign id, the outcome of its descriptor GET started by open({prefetch})]
 
   /**
@@ -210,7 +209,7 @@ export class Client {
   /** Where a campaign's reports go: its shuffler (shuffled campaigns, from the validated descriptor or the
    * pin, so an outbox filled before a reload still goes there) or the aggregator. */
   async #base(campaignId) {
-    const config = this.#configs.get(campaignId);
+    const config = this.#configs.get(campaignId)?.config;
     if (config) return config.shuffler ? config.shuffler.url.replace(/\/+$/, '') : this.aggregatorUrl;
     const pinned = await this.#store.tx('readonly', (t) => t.get('pins', campaignId));
     return pinned?.summary?.shuffler_url ? pinned.summary.shuffler_url.replace(/\/+$/, '') : this.aggregatorUrl;
@@ -255,8 +254,9 @@ export class Client {
 
   /**
    * GET and validate the descriptor of `campaignId` (`deniable.client.config.fetch_config`): `{ config, text }`.
-   * The text is remembered (in `#texts`) only by `campaign()`, after the pin check, so that a refused descriptor
-   * is refused again on every later call rather than matched as "the bytes validated before".
+   * The text is remembered (in `#configs`, beside its config) only by `campaign()`, after the pin check, so
+   * that a refused descriptor is refused again on every later call rather than matched as "the bytes
+   * validated before".
    */
   async #fetchConfig(campaignId, text = null) {
     const path = `/api/v1/campaigns/${encodeURIComponent(campaignId)}`;
@@ -280,7 +280,7 @@ export class Client {
     }
     if (status !== 200) throw new InvalidConfig(`the aggregator answered ${status} for the config of ${pyRepr(campaignId)}: ${errorMessage(response)}`);
     const known = this.#configs.get(campaignId);
-    if (known && this.#texts.get(campaignId) === response.text) return { config: known, text: response.text }; // the very bytes validated and pinned before
+    if (known && known.text === response.text) return { config: known.config, text: response.text }; // the very bytes validated and pinned before
     const config = await Campaign.fromJson(response.body);
     if (config.id !== campaignId) {
       throw new InvalidConfig(
@@ -344,12 +344,10 @@ export class Client {
       ({ config, text } = fetched);
     } catch (error) {
       if (!(error instanceof TransportError) || !this.#configs.has(campaignId)) throw error;
-      config = this.#configs.get(campaignId);
-      text = this.#texts.get(campaignId);
+      ({ config, text } = this.#configs.get(campaignId));
     }
-    if (this.#configs.get(campaignId) !== config) await this.#checkPin(config); // checked once per config
-    this.#configs.set(campaignId, config);
-    this.#texts.set(campaignId, text); // only a pinned config's text: a refused one is checked again next time
+    if (this.#configs.get(campaignId)?.config !== config) await this.#checkPin(config); // checked once per config
+    this.#configs.set(campaignId, { config, text }); // only after the pin check: a refused one is checked again next time
     if (config.status === 'closed') throw new CampaignClosed(`campaign ${pyRepr(campaignId)} is closed; it accepts no more reports`);
     return config;
   }
@@ -762,7 +760,6 @@ export class Client {
    */
   async forget(campaignId) {
     this.#configs.delete(campaignId);
-    this.#texts.delete(campaignId);
     return withLock(this.#lockName, () => this.#store.tx('readwrite', async (t) => {
       const pinned = Boolean(await t.get('pins', campaignId));
       await t.delete('pins', campaignId);
