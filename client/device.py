@@ -301,8 +301,10 @@ class Client:
                 )
             return self._answer(config, index, pseudonym, groups, reanswer)
 
-    def _check_budget(self, config: CampaignConfig, cost: Fraction) -> None:
-        """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget."""
+    def _check_budget(self, config: CampaignConfig, cost: Fraction) -> tuple[Fraction, Fraction]:
+        """Raise ``BudgetExceeded`` if spending ``cost`` on ``config`` passes its cap or the lifetime budget;
+        else the balances read, ``(ε spent on it, ε spent in all)``, for :meth:`DeviceState.record_spend`
+        in the same transaction."""
         campaign_spent, total_spent = self._state.balances(config.id)
         check_budget(
             config.id,
@@ -312,6 +314,7 @@ class Client:
             per_campaign=self._per_campaign,
             lifetime_budget=self._lifetime,
         )
+        return campaign_spent, total_spent
 
     def _answer(
         self,
@@ -355,7 +358,7 @@ class Client:
                     campaign_id=config.id, report_id=report_id, epsilon_spent=0.0, memoized=True, recurring=False,
                     trust_model=config.trust_model, queued=True
                 )
-            self._check_budget(config, cost)
+            balances = self._check_budget(config, cost)
             envelope = seal_answer(
                 config, self._state.secret, report, checked, report_id=report_id, token=self._spend_token(config, db)
             )
@@ -364,7 +367,7 @@ class Client:
                 report_id=envelope.report_id, campaign_id=config.id, recurring=False, trust_model=config.trust_model,
                 epsilon=cost, envelope=text, answer_tag=tag
             )
-            DeviceState.record_spend(db, row)
+            DeviceState.record_spend(db, row, balances)
             DeviceState.enqueue(db, row.report_id, row.campaign_id, text)
         return Receipt(
             campaign_id=config.id, report_id=row.report_id, epsilon_spent=float(cost), memoized=False, recurring=False,
@@ -391,8 +394,7 @@ class Client:
                 return given
             paid = self._state.report(report_id) is not None
             cost = Fraction(0) if paid else privacy_cost(config)
-            if not paid:
-                self._check_budget(config, cost)
+            balances = None if paid else self._check_budget(config, cost)
             envelope = seal_answer(
                 config,
                 self._state.secret,
@@ -403,11 +405,11 @@ class Client:
                 token=self._spend_token(config, db),
             )
             text = envelope.to_text()
-            if not paid:
+            if balances is not None:
                 DeviceState.record_spend(db, SpendRow(
                     report_id=report_id, campaign_id=config.id, recurring=True, trust_model=config.trust_model,
                     epsilon=cost, envelope=text
-                ))
+                ), balances)
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, report_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
         return Receipt(
@@ -477,8 +479,7 @@ class Client:
                 if pid is not None and self._state.report(pid) is None
             ]  # fmt: skip
             cost = sum((Fraction(q.epsilon) for q, _ in unpaid), Fraction(0))
-            if unpaid:
-                self._check_budget(config, cost)
+            balances = self._check_budget(config, cost) if unpaid else None
             reports = {config.questions[i].id: report for i, _, report in permanents}
             envelope = seal_answer(
                 config, secret, reports, groups,
@@ -491,7 +492,7 @@ class Client:
                     report_id=pid, campaign_id=config.id, recurring=True, trust_model=config.trust_model,
                     epsilon=Fraction(question.epsilon), envelope=text,
                 )
-                DeviceState.record_spend(db, row)
+                balances = DeviceState.record_spend(db, row, balances)
             DeviceState.record_round(db, RoundRow(config.id, round, envelope.report_id, answer_id, text))
             DeviceState.enqueue(db, envelope.report_id, config.id, text)
         return Receipt(

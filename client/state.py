@@ -487,16 +487,21 @@ class DeviceState:
 
     def total_spent(self) -> Fraction:
         """ε spent over all campaigns, exact (kept as a running sum, O(1) to read)."""
-        return _balances(self._db, None)[1]
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'total_spent'").fetchone()
+        return Fraction(0) if row is None else Fraction(row[0])
 
     def balances(self, campaign_id: str) -> tuple[Fraction, Fraction]:
         """``(ε spent on campaign_id, ε spent over all campaigns)``, exact, read in one statement."""
         return _balances(self._db, campaign_id)
 
     @staticmethod
-    def record_spend(db: sqlite3.Connection, row: SpendRow) -> None:
-        """Inside a transaction: record the spend, memoize its envelope and update the running sums."""
-        spent, total = _balances(db, row.campaign_id)
+    def record_spend(
+        db: sqlite3.Connection, row: SpendRow, balances: tuple[Fraction, Fraction] | None = None
+    ) -> tuple[Fraction, Fraction]:
+        """Inside a transaction: record the spend, memoize its envelope and update the running sums; the
+        balances after it. ``balances``: ``(ε spent on the campaign, ε spent in all)`` as read in this
+        transaction (by the budget check, or returned by the spend before), else read here."""
+        spent, total = _balances(db, row.campaign_id) if balances is None else balances
         db.execute(
             "INSERT INTO spent VALUES (?, ?, 1, ?, ?) "
             "ON CONFLICT (campaign_id) DO UPDATE SET epsilon = excluded.epsilon, reports = reports + 1",
@@ -517,6 +522,7 @@ class DeviceState:
                 row.answer_tag,
             ),
         )
+        return spent + row.epsilon, total + row.epsilon
 
     def forget(self, campaign_id: str) -> tuple[bool, int]:
         """Drop what the device holds about ``campaign_id`` in one transaction: its pinned config, its memoized
