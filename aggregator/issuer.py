@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from deniable.aggregator.sealed_keys import keep_key, unseal
+from deniable.aggregator.sealed_keys import MISSING, keep_key, load_sealed
 from deniable.aggregator.secret_files import issuer_key_path, read_secret
 from deniable.shared import blindrsa
 from deniable.shared.base64url import b64url_decode, b64url_encode
@@ -129,10 +129,9 @@ class IssuerKeys:
         if self.store is None:
             return read_secret(issuer_key_path(self.data_dir, campaign_id))
         assert self.kek is not None
-        row = self.store.sealed_key(campaign_id, ISSUER_KIND)
-        if row is None:
+        pem, reason = load_sealed(self.store, self.kek, campaign_id, ISSUER_KIND)
+        if reason == MISSING:
             raise FileNotFoundError(f"campaign {campaign_id!r} has no issuer key in the database")
-        pem, reason = unseal(self.kek, campaign_id, ISSUER_KIND, row)
         if reason is not None:
             raise ValueError(f"the issuer key of campaign {campaign_id!r} {reason}")
         return pem

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deniable.aggregator.sealed_keys import keep_key, unseal
+from deniable.aggregator.sealed_keys import keep_key, load_sealed
 from deniable.aggregator.secret_files import key_path, read_secret
 from deniable.shared.errors import CampaignKeyUnavailable, DeniableError
 from deniable.shared.keys import decode_key, encode_key, generate_keypair, public_key_of
@@ -101,14 +101,6 @@ def _decode_key_file(campaign_id: str, data: bytes) -> tuple[bytes, str | None]:
     return private, None
 
 
-def _unseal_key(store: Store, kek: bytes, campaign_id: str) -> tuple[bytes, str | None]:
-    """``(key file bytes, reason)``: the campaign's key unsealed from ``store`` (never raises)."""
-    row = store.sealed_key(campaign_id, HPKE_KIND)
-    if row is None:
-        return b"", "is missing"
-    return unseal(kek, campaign_id, HPKE_KIND, row)
-
-
 def load_private_key(
     data_dir: Path, campaign_id: str, *, sealed_in: Store | None = None, kek: bytes | None = None
 ) -> bytes:
@@ -119,7 +111,7 @@ def load_private_key(
     if sealed_in is not None:
         if kek is None:
             raise ValueError("keys sealed in the database need the key-encryption key")
-        data, reason = _unseal_key(sealed_in, kek, campaign_id)
+        data, reason = load_sealed(sealed_in, kek, campaign_id, HPKE_KIND)
     else:
         path = key_path(data_dir, campaign_id)
         try:
@@ -178,7 +170,7 @@ class Keyring:
 
     def _check_sealed(self, campaign_id: str, descriptor_key: bytes) -> tuple[bytes, KeyProblem | None]:
         assert self.store is not None and self.kek is not None
-        data, reason = _unseal_key(self.store, self.kek, campaign_id)
+        data, reason = load_sealed(self.store, self.kek, campaign_id, HPKE_KIND)
         if reason is not None:
             return b"", KeyProblem(campaign_id, None, reason)
         return _check_decoded(campaign_id, None, data, descriptor_key)

@@ -45,7 +45,18 @@ from deniable.aggregator.secret_files import write_secret
 if TYPE_CHECKING:
     from deniable.aggregator.store import Store
 
-__all__ = ["KEK_BYTES", "KEK_HINT", "Sealed", "keep_key", "kek_id", "parse_kek", "seal", "unseal"]
+__all__ = [
+    "KEK_BYTES",
+    "KEK_HINT",
+    "MISSING",
+    "Sealed",
+    "keep_key",
+    "kek_id",
+    "load_sealed",
+    "parse_kek",
+    "seal",
+    "unseal",
+]
 
 #: Bytes of a key-encryption key (AES-256).
 KEK_BYTES = 32
@@ -134,3 +145,16 @@ def keep_key(
         store.save_sealed_key(conn, campaign_id, kind, seal(kek, campaign_id, kind, data))
     else:
         write_secret(path, data)
+
+
+#: The reason :func:`load_sealed` gives for a key with no row in the database.
+MISSING = "is missing"
+
+
+def load_sealed(store: Store, kek: bytes, campaign_id: str, kind: str) -> tuple[bytes, str | None]:
+    """``(key bytes, None)``: a campaign's private key of ``kind`` unsealed from ``store``'s database, or
+    ``(b"", reason)`` when it ``is missing`` or does not open (never raises; each caller words its error)."""
+    row = store.sealed_key(campaign_id, kind)
+    if row is None:
+        return b"", MISSING
+    return unseal(kek, campaign_id, kind, row)
