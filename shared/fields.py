@@ -51,10 +51,8 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
 
 
 def check_unicode(name: str, value: str, error: type[ValueError]) -> None:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise error(f"{name} must be valid Unicode text (it contains a lone surrogate)") from exc
+    if not _encodes(value):
+        raise error(f"{name} must be valid Unicode text (it contains a lone surrogate)")
 
 
 def check_slug(name: str, value: object) -> None:
