@@ -56,7 +56,7 @@ class ValidatedConfigs:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[Source, CampaignConfig]] = {}
+        self._entries: dict[str, tuple[Source | None, CampaignConfig]] = {}
 
     def get(self, campaign_id: str) -> CampaignConfig | None:
         """The config last validated and pinned for ``campaign_id`` (answering offline), or None."""
@@ -84,7 +84,7 @@ class ValidatedConfigs:
 
     def keep(self, config: CampaignConfig, text: Source | None) -> None:
         """Keep ``config`` (pinned) with what it was parsed from (None: never reused)."""
-        self._entries[config.id] = ("" if text is None else text, config)
+        self._entries[config.id] = (text, config)
 
 
 def fetch_config(transport: Transport, campaign_id: str) -> CampaignConfig:
@@ -194,16 +194,16 @@ def resolve_config(
     When the aggregator cannot be reached, a config this process already validated (``cache``) is used,
     so a device that goes offline can still answer. A closed campaign raises :class:`CampaignClosed`.
     """
-    text: Source | None
     try:
         config, text = _fetch(transport, campaign_id, cache)
     except TransportError:
         cached = cache.get(campaign_id)
         if cached is None:
             raise
-        config, text = cached, None
-    check_pin(state, config)
-    if text is not None or cache.get(campaign_id) is not config:
+        config = cached  # offline: the copy validated and kept before
+        check_pin(state, config)
+    else:
+        check_pin(state, config)
         cache.keep(config, text)
     if config.status == "closed":
         raise CampaignClosed(f"campaign {campaign_id!r} is closed; it accepts no more reports")
