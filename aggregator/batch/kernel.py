@@ -14,7 +14,7 @@ report, so filtering and grouping stay post-processing of ε-LDP reports.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from deniable.aggregator.batch.columns import to_simulated
 from deniable.aggregator.batch.export import group_column
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
-from deniable.shared.mechanisms import Mechanism, OLHReports
+from deniable.shared.mechanisms import OLHReports
 from deniable.shared.mechanisms.estimate import Tally
 
 __all__ = ["OPERATORS", "Condition", "Partial", "Plan", "merge", "subset", "tally_table"]
@@ -132,52 +132,34 @@ def _add(out: dict[Cell, Any], cell: Cell, value: Any) -> None:
     out[cell] = out[cell] + value if cell in out else value
 
 
-def _cells(mechanism: Mechanism[Any], simulated: Any, keys: Sequence[pa.ChunkedArray], out: Partial) -> None:
-    """Add the tally of every cell of the ``keys`` columns (one value per row each) into ``out``."""
-    for cell, rows in _groups(_length(simulated), keys):
-        _add(out, cell, mechanism.tally(subset(simulated, rows)))
-
-
-def _length(simulated: Any) -> int:
-    return len(simulated.y) if isinstance(simulated, OLHReports) else len(simulated)
-
-
-def _survey_table(table: pa.Table, plan: Plan, config: CampaignConfig) -> dict[str, Any]:
-    """:func:`tally_table` of a survey: the service's tally vector per cell, and the cross sums."""
-    from deniable.aggregator.batch import survey_columns as survey
-
-    result: dict[str, Any] = {}
-    decoded = survey.decode(config, table)  # once per partition; cells and filters take rows of it
+def _tallies(
+    table: pa.Table, plan: Plan, config: CampaignConfig, tally: Callable[[np.ndarray], Any]
+) -> tuple[dict[str, Any], list[tuple[Cell, np.ndarray]]]:
+    """The ``check`` and ``cells`` of :func:`tally_table`, ``tally(rows)`` the tally of a set of rows of the
+    partition (increasing indices), and the plan's cells with their rows (a survey's cross sums take them)."""
 
     def cells_of(rows: np.ndarray, keys: Sequence[str]) -> list[tuple[Cell, np.ndarray]]:
         """Every cell of the ``keys`` columns present in ``rows``, with its rows (of the partition)."""
-        columns = [table.column(k).take(pa.array(rows)) for k in keys]
+        whole = rows.size == table.num_rows  # then rows is every row, in order
+        columns = [table.column(k) if whole else table.column(k).take(pa.array(rows)) for k in keys]
         return [(cell, rows[index]) for cell, index in _groups(rows.size, columns)]
 
-    def tallies(cells: list[tuple[Cell, np.ndarray]]) -> Partial:
-        return {cell: survey.survey_tally(config, decoded, rows) for cell, rows in cells}
-
+    result: dict[str, Any] = {}
     every = np.arange(table.num_rows)
     if plan.check:
-        check: Partial = {(round_, "", ""): row for (round_,), row in tallies(cells_of(every, ["round"])).items()}
+        check: Partial = {(round_, "", ""): tally(rows) for (round_,), rows in cells_of(every, ["round"])}
         for f in config.group_fields:
             column = table.column(group_column(f))
             present = every if column.null_count == 0 else np.flatnonzero(
                 pc.is_valid(column).to_numpy(zero_copy_only=False))
-            for (round_, value), row in tallies(cells_of(present, ["round", group_column(f)])).items():
-                check[(round_, f, value)] = row
+            for (round_, value), rows in cells_of(present, ["round", group_column(f)]):
+                check[(round_, f, value)] = tally(rows)
         result["check"] = check
     mask = _mask(table, config, plan.where)
     selected = every if mask is None else np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-    # grouped once: the tallies and the cross sums take the same cells
     cells = cells_of(selected, [public_column(config, name) for name in plan.by])
-    result["cells"] = tallies(cells)
-    if plan.cross:
-        first, second = survey.cross_questions(config, plan.cross, plan.by, plan.where)
-        ids = [q.id for q in config.questions]
-        pair = (ids.index(first.id), ids.index(second.id))
-        result["cross"] = {cell: survey.cross_sums(decoded, pair, rows) for cell, rows in cells}
-    return result
+    result["cells"] = {cell: tally(rows) for cell, rows in cells}
+    return result, cells
 
 
 def tally_table(table: pa.Table, plan: Plan) -> dict[str, Partial]:
@@ -185,34 +167,23 @@ def tally_table(table: pa.Table, plan: Plan) -> dict[str, Partial]:
     ``plan.check``, ``{"check": ...}`` keyed ``(round, group_field, group_value)`` like the service's.
 
     A survey's tallies are its tally vectors (:mod:`.survey_columns`); with ``plan.cross``, ``{"cross": ...}``
-    holds per cell the additive :class:`~.survey.CrossSums` of the two questions."""
+    holds per cell the additive :class:`~.survey.CrossSums` of the two questions.
+
+    The partition's reports are decoded once; every cell and filter takes rows of them."""
     config = plan.config()
-    if config.is_survey:
-        return _survey_table(table, plan, config)
-    mechanism = config.build_mechanism()
-    result: dict[str, Partial] = {}
-    if plan.check:
+    if not config.is_survey:
+        mechanism = config.build_mechanism()
         simulated = to_simulated(mechanism, table)
-        check: Partial = {}
-        overall: Partial = {}
-        _cells(mechanism, simulated, [table.column("round")], overall)
-        for (round_, *_), row in overall.items():
-            check[(round_, "", "")] = row
-        for f in config.group_fields:
-            column = table.column(group_column(f))
-            present = table if column.null_count == 0 else table.filter(pc.is_valid(column))
-            per: Partial = {}
-            _cells(mechanism, to_simulated(mechanism, present), [present.column("round"),
-                                                                 present.column(group_column(f))], per)
-            for (round_, value), row in per.items():
-                check[(round_, f, value)] = row
-        result["check"] = check
-    mask = _mask(table, config, plan.where)
-    selected = table if mask is None else table.filter(mask)
-    cells: Partial = {}
-    _cells(mechanism, to_simulated(mechanism, selected),
-           [selected.column(public_column(config, name)) for name in plan.by], cells)
-    result["cells"] = cells
+        return _tallies(table, plan, config, lambda rows: mechanism.tally(subset(simulated, rows)))[0]
+    from deniable.aggregator.batch import survey_columns as survey
+
+    decoded = survey.decode(config, table)
+    result, cells = _tallies(table, plan, config, lambda rows: survey.survey_tally(config, decoded, rows))
+    if plan.cross:
+        first, second = survey.cross_questions(config, plan.cross, plan.by, plan.where)
+        ids = [q.id for q in config.questions]
+        pair = (ids.index(first.id), ids.index(second.id))
+        result["cross"] = {cell: survey.cross_sums(decoded, pair, rows) for cell, rows in cells}
     return result
 
 
