@@ -76,7 +76,9 @@ __all__ = [
     "auditable",
     "central_neighbours",
     "clopper_pearson",
+    "local_mechanism",
     "local_neighbours",
+    "neighbours",
     "number_neighbours",
     "register",
     "set_neighbours",
@@ -505,21 +507,33 @@ def audit(
     audits the exact samplers the product runs (local randomizers and the central discrete Laplace), fed
     from the seeded generator, rather than their vectorized simulations.
     """
-    if mechanism in ("discrete-laplace", "laplace"):
-        target = central_neighbours(epsilon, noise=mechanism, exact=exact)
-    elif mechanism in MEAN_MECHANISMS:
-        number = mean_mechanism_from_name(mechanism, epsilon=epsilon, steps=steps)
-        target = number_neighbours(number, exact=exact)
-    elif mechanism in SET_MECHANISMS:
-        target = set_neighbours(set_mechanism_from_name(mechanism, epsilon=epsilon, k=k, m=m), exact=exact)
-    elif mechanism == "subsample":
-        target = subsample_neighbours(p, claimed_epsilon=epsilon)
-    elif mechanism in MECHANISMS:
-        k = MECHANISMS[mechanism].fixed_k or k
-        target = local_neighbours(mechanism_from_name(mechanism, epsilon=epsilon, k=k), exact=exact)
-    else:
-        raise InvalidParameter(f"'mechanism' must be one of {', '.join(auditable())}, got {mechanism!r}")
+    target = neighbours(mechanism, epsilon=epsilon, k=k, p=p, exact=exact, m=m, steps=steps)
     return audit_neighbours(target, trials=trials, confidence=confidence, seed=seed)
+
+
+def local_mechanism(name: str, *, epsilon: float, k: int) -> Mechanism[Any]:
+    """The registry's local mechanism ``name`` at ``epsilon`` on ``k`` values, or on its own fixed
+    domain size (``binary-rr``: 2) whatever ``k`` is."""
+    return mechanism_from_name(name, epsilon=epsilon, k=MECHANISMS[name].fixed_k or k)
+
+
+def neighbours(
+    mechanism: str, *, epsilon: float, k: int = 2, p: float = 0.1, exact: bool = False, m: int = 2, steps: int = 8
+) -> Neighbours:
+    """A shipped mechanism by name running at ``epsilon`` on the audit's two neighbouring inputs, shaped
+    as :func:`audit` describes (``gaussian`` has no sampler here: ``InvalidParameter``, as for a name not
+    in :func:`auditable`)."""
+    if mechanism in ("discrete-laplace", "laplace"):
+        return central_neighbours(epsilon, noise=mechanism, exact=exact)
+    if mechanism in MEAN_MECHANISMS:
+        return number_neighbours(mean_mechanism_from_name(mechanism, epsilon=epsilon, steps=steps), exact=exact)
+    if mechanism in SET_MECHANISMS:
+        return set_neighbours(set_mechanism_from_name(mechanism, epsilon=epsilon, k=k, m=m), exact=exact)
+    if mechanism == "subsample":
+        return subsample_neighbours(p, claimed_epsilon=epsilon)
+    if mechanism in MECHANISMS:
+        return local_neighbours(local_mechanism(mechanism, epsilon=epsilon, k=k), exact=exact)
+    raise InvalidParameter(f"'mechanism' must be one of {', '.join(auditable())}, got {mechanism!r}")
 
 
 # -- command line ----------------------------------------------------------------------------------

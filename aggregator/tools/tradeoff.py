@@ -207,14 +207,14 @@ def exact_law(
     import numpy as np
 
     from deniable.shared.gaussian import calibrate_discrete_gaussian, discrete_gaussian_pmf
-    from deniable.shared.mechanisms import MECHANISMS, mechanism_from_name
+    from deniable.shared.mechanisms import MECHANISMS
     from deniable.shared.mechanisms.mean import MEAN_MECHANISMS
     from deniable.shared.mechanisms.sets import SET_MECHANISMS
 
-    from .audit import auditable
+    from .audit import auditable, local_mechanism
 
     if mechanism in MECHANISMS:  # the law of the support pattern, as the mechanism states it
-        mech = mechanism_from_name(mechanism, epsilon=epsilon, k=MECHANISMS[mechanism].fixed_k or k)
+        mech = local_mechanism(mechanism, epsilon=epsilon, k=k)
         codes = np.array([0, 1, 2, 3])  # 2·[0 ∈ S] + [1 ∈ S], as the audit codes support patterns
         p0 = np.array(mech.support_pattern_law())
         p1 = p0[[0, 2, 1, 3]]
@@ -491,18 +491,7 @@ def audit_tradeoff(
     (``exact``: the product's exact samplers); the Gaussian and Example 3 (``subsample``) draw from their
     exact laws.
     """
-    from deniable.shared.mechanisms import MECHANISMS, mechanism_from_name
-    from deniable.shared.mechanisms.mean import MEAN_MECHANISMS, mean_mechanism_from_name
-    from deniable.shared.mechanisms.sets import SET_MECHANISMS, set_mechanism_from_name
-
-    from .audit import (
-        auditable,
-        central_neighbours,
-        local_neighbours,
-        number_neighbours,
-        set_neighbours,
-        subsample_neighbours,
-    )
+    from .audit import auditable, neighbours
 
     if mechanism not in auditable():
         raise InvalidParameter(f"'mechanism' must be one of {', '.join(auditable())}, got {mechanism!r}")
@@ -514,22 +503,11 @@ def audit_tradeoff(
     shape = {"k": k, "delta": gaussian_delta, "p": p, "radius": radius, "m": m, "steps": steps}
     law = exact_law(mechanism, epsilon=runs_at, **shape)  # type: ignore[arg-type]
     ranking = exact_law(mechanism, epsilon=epsilon, **shape)  # type: ignore[arg-type]
-    if mechanism in MECHANISMS:
-        size = MECHANISMS[mechanism].fixed_k or k
-        sampler = local_neighbours(mechanism_from_name(mechanism, epsilon=runs_at, k=size), exact=exact).sample
-    elif mechanism in MEAN_MECHANISMS:
-        number = mean_mechanism_from_name(mechanism, epsilon=runs_at, steps=steps)
-        sampler = number_neighbours(number, exact=exact).sample
-    elif mechanism in SET_MECHANISMS:
-        sets = set_mechanism_from_name(mechanism, epsilon=runs_at, k=k, m=m)
-        sampler = set_neighbours(sets, exact=exact).sample
-    elif mechanism == "discrete-laplace":
-        sampler = central_neighbours(runs_at, exact=exact).sample
-    elif mechanism == "laplace":
-        sampler = lattice_steps_sampler(central_neighbours(runs_at, noise="laplace", exact=exact).sample)
-    elif mechanism == "subsample":
-        sampler = subsample_neighbours(p, claimed_epsilon=epsilon).sample
-    else:
+    if mechanism == "gaussian":  # drawn from its exact law: the audit has no sampler of it
         sampler = law_sampler(law)
+    else:  # the audit's own sampler, at the spend
+        sampler = neighbours(mechanism, epsilon=runs_at, k=k, p=p, exact=exact, m=m, steps=steps).sample
+        if mechanism == "laplace":
+            sampler = lattice_steps_sampler(sampler)
     claim = Claim(epsilon, gaussian_delta if mechanism == "gaussian" and delta == 0 else delta, mu)
     return tradeoff(law, sampler, claim, trials=trials, confidence=confidence, seed=seed, loss_law=ranking)
