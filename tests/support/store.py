@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from deniable.aggregator.store import ReportRow, Store
+from deniable.shared.descriptor import CampaignConfig
 
 __all__ = ["K", "make_store", "row"]
 
@@ -20,13 +22,21 @@ def make_store(
     group_fields: tuple[str, ...] = ("country",),
     *,
     store: Store | None = None,
+    config: CampaignConfig | None = None,
+    **books: Any,
 ) -> Store:
-    """A store at ``target`` (a SQLite directory is given as a directory: the file goes inside) with one campaign."""
+    """A store at ``target`` (a SQLite directory is given as a directory: the file goes inside) with one campaign:
+    a bare one (``campaign_id``, ``group_fields``), or the descriptor ``config`` (its id and JSON); ``books``
+    (``trust_model``, ``budget``, ``adjacency``) go to ``insert_campaign``."""
     if isinstance(target, Path) and target.suffix != ".sqlite3":
         target = target / "db.sqlite3"
     store = store or Store(target)
+    if config is not None:
+        campaign_id, descriptor = config.id, config.to_json()
+    else:
+        descriptor = {"id": campaign_id, "group_fields": list(group_fields)}
     with store.transaction() as conn:
-        store.insert_campaign(conn, campaign_id, {"id": campaign_id, "group_fields": list(group_fields)})
+        store.insert_campaign(conn, campaign_id, descriptor, **books)
     return store
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.store import make_store
 
 from deniable.aggregator import estimation, survey_tally
 from deniable.aggregator.store import OVERALL, ReportRow, Store
@@ -73,16 +74,6 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def store_with(target: str | Path, config: CampaignConfig, **books: Any) -> Store:
-    """A store at ``target`` holding the campaign ``config`` (``books``: its trust model and budget)."""
-    if isinstance(target, Path) and target.suffix != ".sqlite3":
-        target = target / "db.sqlite3"
-    store = Store(target)
-    with store.transaction() as conn:
-        store.insert_campaign(conn, config.id, config.to_json(), **books)
-    return store
-
-
 def ingest(store: Store, config: CampaignConfig, rows: list[ReportRow]) -> list[str]:
     outcomes = store.ingest(config.id, rows, k=survey_tally.width(config), group_fields=config.group_fields)
     return [status for status, _ in outcomes]
@@ -114,7 +105,7 @@ def test_a_survey_is_stored_tallied_verified_and_estimated_alike_on_both_backend
     database_target: str | Path, tmp_path: Path, split: str
 ) -> None:
     config = survey(split)
-    store = store_with(database_target, config)
+    store = make_store(database_target, config=config)
     rows = rows_for(config, 240, seed=3)
     assert ingest(store, config, rows[:150]) == ["accepted"] * 150
     again = [dataclasses.replace(rows[5], report_id="ff" * 16)]  # the same device with a new report id
@@ -133,14 +124,14 @@ def test_a_survey_is_stored_tallied_verified_and_estimated_alike_on_both_backend
     else:
         assert answered == [240, 240 - 35, 240] and skipped == 35
     assert {value: body["n"] for value, body in grouped["groups"].items()} == {"north": 120, "south": 120}
-    reference = store_with(tmp_path / "reference", config)  # SQLite, the same rows in one batch
+    reference = make_store(tmp_path / "reference", config=config)  # SQLite, the same rows in one batch
     ingest(reference, config, rows)
     assert estimates(store, config) == estimates(reference, config)
 
 
 def test_a_recurring_survey_keeps_each_rounds_tallies_on_both_backends(database_target: str | Path) -> None:
     config = survey("per_question", recurring=True)
-    store = store_with(database_target, config)
+    store = make_store(database_target, config=config)
     first, second = rows_for(config, 60, seed=1, round="2026-w1"), rows_for(config, 40, seed=1, round="2026-w2")
     assert ingest(store, config, first + second) == ["accepted"] * 100  # the same devices, once per round
     assert store.rounds(config.id) == [("2026-w1", 60), ("2026-w2", 40)]
@@ -162,7 +153,7 @@ def test_concurrent_central_survey_releases_are_each_charged_once_on_both_backen
         id="s-central", title="Health", questions=QUESTIONS, epsilon=3.0, split="per_question",
         trust_model="central", budget=100.0, public_key=bytes(range(1, 33)),
     )  # fmt: skip
-    store = store_with(database_target, config, trust_model="central", budget=100.0)
+    store = make_store(database_target, config=config, trust_model="central", budget=100.0)
     with store.transaction() as conn:
         store.set_release_policy(conn, config.id, min_reports=1, min_refresh_interval_s=0, updated_by="admin")
     assert ingest(store, config, rows_for(config, 50, seed=9)) == ["accepted"] * 50
@@ -203,7 +194,7 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
     from deniable.aggregator.batch.kernel import Plan, merge, tally_table
 
     config = survey(split)
-    store = store_with(database_target, config)
+    store = make_store(database_target, config=config)
     rows = rows_for(config, 120, seed=4)
     ingest(store, config, rows)
     summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=50)
@@ -231,7 +222,7 @@ def test_a_recurring_survey_export_recounts_each_rounds_vectors_on_both_backends
     from deniable.aggregator.batch.kernel import Plan, merge, tally_table
 
     config = survey("per_question", recurring=True)
-    store = store_with(database_target, config)
+    store = make_store(database_target, config=config)
     first, second = rows_for(config, 60, seed=1, round="2026-w1"), rows_for(config, 40, seed=1, round="2026-w2")
     ingest(store, config, first + second)
     summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=30)
@@ -255,7 +246,7 @@ def test_exporting_a_central_survey_is_refused_and_leaves_the_target_untouched(
         id="s-central-export", title="Health", questions=QUESTIONS, epsilon=3.0, split="per_question",
         trust_model="central", budget=10.0, public_key=bytes(range(1, 33)),
     )  # fmt: skip
-    store = store_with(database_target, config, trust_model="central", budget=10.0)
+    store = make_store(database_target, config=config, trust_model="central", budget=10.0)
     target = tmp_path / "export"
     target.mkdir()
     with pytest.raises(InvalidParameter, match="is central"):
