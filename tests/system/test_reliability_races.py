@@ -136,8 +136,9 @@ SURVEY: list[dict[str, Any]] = [
 
 def _survey_envelopes(config: CampaignConfig, n: int, seed: int) -> list[dict[str, Any]]:
     """``n`` devices' sealed survey answers (randomized locally, or the values of a central survey)."""
+    from deniable.client.report import randomize_survey
     from deniable.shared.sampling import seeded_randbelow
-    from deniable.shared.survey import check_answers, randomize_answers
+    from deniable.shared.survey import check_answers
 
     rng = np.random.default_rng(seed)
     randbelow = seeded_randbelow(rng)
@@ -145,7 +146,7 @@ def _survey_envelopes(config: CampaignConfig, n: int, seed: int) -> list[dict[st
     for i in range(n):
         answers = check_answers(config.questions, {"smoke": ["no", "yes"][i % 2], "apps": [["mail"], []][i % 2],
                                                    "age": 18 + i % 80})  # fmt: skip
-        reports = randomize_answers(config.questions, "per_question", answers, randbelow=randbelow)
+        reports = randomize_survey(config, answers, randbelow)
         envelopes.append(config.seal(config.make_payload(reports), device_secret=rng.bytes(32)).to_json())
     return envelopes
 

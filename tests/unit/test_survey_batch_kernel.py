@@ -24,11 +24,12 @@ from deniable.aggregator.batch.columns import to_columns, to_simulated
 from deniable.aggregator.batch.export import schema_of
 from deniable.aggregator.batch.kernel import Condition, Plan, merge, tally_table
 from deniable.aggregator.batch.survey_columns import cross_estimate, survey_arrays
+from deniable.client.report import randomize_survey
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import InvalidParameter
 from deniable.shared.mechanisms import GRR, OLH, OUE, BinaryRR, Mechanism
 from deniable.shared.sampling import seeded_randbelow
-from deniable.shared.survey import check_answers, draw_question, encode_answers, randomize_answers
+from deniable.shared.survey import check_answers, encode_answers
 
 
 def simulated_of(mechanism: Mechanism[Any], reports: list[Any]) -> Any:
@@ -112,8 +113,7 @@ def respondents(config: CampaignConfig, n: int, seed: int) -> tuple[pa.Table, li
                "brand": "abcde"[int(rng.integers(5))], "apps": None if i % 7 == 0 else ["maps"],
                "age": int(rng.integers(18, 100))}
         answers = check_answers(config.questions, raw)
-        drawn = draw_question(len(config.questions), randbelow) if config.split.mode == "sampling" else None
-        reports = randomize_answers(config.questions, config.split.mode, answers, drawn=drawn, randbelow=randbelow)
+        reports = randomize_survey(config, answers, randbelow)
         wires.append(json.loads(json.dumps(encode_answers(config.questions, reports))))
         supports.append(survey_tally.report_support(config, reports))
         truths.append({"smoke": smoke, "diet": None if raw["diet"] is None else diet})

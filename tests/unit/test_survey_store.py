@@ -21,10 +21,11 @@ from support.store import make_store
 from deniable.aggregator import estimation, survey_tally
 from deniable.aggregator.store import OVERALL, ReportRow, Store
 from deniable.aggregator.verify import recount, verify_store
+from deniable.client.report import randomize_survey
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import Tally
 from deniable.shared.sampling import seeded_randbelow
-from deniable.shared.survey import check_answers, draw_question, encode_answers, randomize_answers
+from deniable.shared.survey import check_answers, encode_answers
 
 OPTIONS = ["mail", "maps", "news", "chat", "music"]
 QUESTIONS: list[dict[str, Any]] = [
@@ -48,7 +49,6 @@ def rows_for(config: CampaignConfig, n: int, seed: int, *, round: str = "") -> l
     device's pseudonym depends on ``seed`` and its number, its report id on the round too."""
     rng = np.random.default_rng(seed)
     randbelow = seeded_randbelow(rng)
-    mode = config.split.mode
     rows = []
     for i in range(n):
         apps = sorted(rng.choice(len(OPTIONS), size=int(rng.integers(0, 4)), replace=False).tolist())
@@ -57,8 +57,7 @@ def rows_for(config: CampaignConfig, n: int, seed: int, *, round: str = "") -> l
             "apps": None if i % 7 == 0 else [OPTIONS[a] for a in apps],
             "age": int(rng.integers(18, 100)),
         })  # fmt: skip
-        drawn = draw_question(len(config.questions), randbelow) if mode == "sampling" else None
-        reports = randomize_answers(config.questions, mode, answers, drawn=drawn, randbelow=randbelow)
+        reports = randomize_survey(config, answers, randbelow)
         wire = encode_answers(config.questions, reports)
         rows.append(ReportRow(
             report_id=hashlib.sha256(f"{round}/{seed}/{i}".encode()).hexdigest()[:32],
