@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
-from support.reports import simulate_envelopes, upload
+from support.reports import seal_reports, simulate_envelopes, upload
 from support.server import RunningServer
 
 from deniable.shared.descriptor import CampaignConfig
@@ -142,13 +142,12 @@ def _survey_envelopes(config: CampaignConfig, n: int, seed: int) -> list[dict[st
 
     rng = np.random.default_rng(seed)
     randbelow = seeded_randbelow(rng)
-    envelopes = []
+    reports = []
     for i in range(n):
         answers = check_answers(config.questions, {"smoke": ["no", "yes"][i % 2], "apps": [["mail"], []][i % 2],
                                                    "age": 18 + i % 80})  # fmt: skip
-        reports = randomize_survey(config, answers, randbelow)
-        envelopes.append(config.seal(config.make_payload(reports), device_secret=rng.bytes(32)).to_json())
-    return envelopes
+        reports.append(randomize_survey(config, answers, randbelow))
+    return seal_reports(config, reports, rng=rng)
 
 
 def test_the_same_survey_batch_from_many_threads_counts_once(server: RunningServer) -> None:
