@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -26,6 +26,9 @@ from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.mechanisms import Tally
 from deniable.shared.sampling import seeded_randbelow
 from deniable.shared.survey import check_answers, encode_answers
+
+if TYPE_CHECKING:
+    from deniable.aggregator.batch.export import ExportSummary
 
 OPTIONS = ["mail", "maps", "news", "chat", "music"]
 QUESTIONS: list[dict[str, Any]] = [
@@ -180,6 +183,26 @@ def test_concurrent_central_survey_releases_are_each_charged_once_on_both_backen
     assert store.get_campaign(config.id).epsilon_spent == threads * per_thread  # ε_q = 1 each, exactly
 
 
+def export_recount(
+    store: Store, config: CampaignConfig, directory: Path, *, rows_per_file: int, by: tuple[str, ...] = ()
+) -> tuple[ExportSummary, dict[str, Any], dict[tuple[str, str, str], Tally]]:
+    """Export the campaign to ``directory`` and recount it with the batch kernel: the export's summary, the
+    kernel's merged result over every file (cells per ``by``) and the tally vectors the manifest says are stored,
+    keyed ``(round, group field, group value)``."""
+    import pyarrow.parquet as pq
+
+    from deniable.aggregator.batch.export import export_campaign, read_manifest
+    from deniable.aggregator.batch.kernel import Plan, merge, tally_table
+
+    summary = export_campaign(store, config.id, directory, rows_per_file=rows_per_file)
+    manifest, _ = read_manifest(directory)
+    plan = Plan(descriptor=config.to_json(), by=by)
+    total = merge([tally_table(pq.read_table(directory / f), plan) for f in summary.files])
+    stored = {(t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
+              for t in manifest["tallies"]}  # fmt: skip
+    return summary, total, stored
+
+
 @pytest.mark.parametrize("split", ["per_question", "sampling"])
 def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
     database_target: str | Path, tmp_path: Path, split: str
@@ -189,24 +212,19 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
     overall and per group; the service's estimates follow from the same vectors."""
     import pyarrow.parquet as pq
 
-    from deniable.aggregator.batch.export import export_campaign, read_manifest
-    from deniable.aggregator.batch.kernel import Plan, merge, tally_table
+    from deniable.aggregator.batch.export import read_manifest
 
     config = survey(split)
     store = make_store(database_target, config=config)
     rows = rows_for(config, 120, seed=4)
     ingest(store, config, rows)
-    summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=50)
+    summary, total, stored = export_recount(store, config, tmp_path / "export", rows_per_file=50)
     assert summary.reports == 120 and len(summary.files) == 3
     manifest, read = read_manifest(tmp_path / "export")
     assert read == config and [q["id"] for q in manifest["questions"]] == ["smoke", "apps", "age"]
     table = pq.read_table(tmp_path / "export" / summary.files[0])
     states = set(table.column("q_apps__state").to_pylist())
     assert states == ({"answered", "skipped", "not_drawn"} if split == "sampling" else {"answered", "skipped"})
-    total = merge([tally_table(pq.read_table(tmp_path / "export" / f), Plan(descriptor=config.to_json()))
-                   for f in summary.files])  # fmt: skip
-    stored = {(t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
-              for t in manifest["tallies"]}  # fmt: skip
     assert total["check"] == stored
     want = summed(config, rows)
     assert stored[("", "", "")] == want[OVERALL] and stored[("", "region", "north")] == want[("region", "north")]
@@ -215,21 +233,11 @@ def test_a_survey_export_recounts_to_the_stored_tally_vectors_on_both_backends(
 def test_a_recurring_survey_export_recounts_each_rounds_vectors_on_both_backends(
     database_target: str | Path, tmp_path: Path
 ) -> None:
-    import pyarrow.parquet as pq
-
-    from deniable.aggregator.batch.export import export_campaign, read_manifest
-    from deniable.aggregator.batch.kernel import Plan, merge, tally_table
-
     config = survey("per_question", recurring=True)
     store = make_store(database_target, config=config)
     first, second = rows_for(config, 60, seed=1, round="2026-w1"), rows_for(config, 40, seed=1, round="2026-w2")
     ingest(store, config, first + second)
-    summary = export_campaign(store, config.id, tmp_path / "export", rows_per_file=30)
-    manifest, _ = read_manifest(tmp_path / "export")
-    total = merge([tally_table(pq.read_table(tmp_path / "export" / f), Plan(descriptor=config.to_json(), by=("round",)))
-                   for f in summary.files])  # fmt: skip
-    stored = {(t["round"], t["group_field"], t["group_value"]): Tally(t["n"], tuple(t["support"]))
-              for t in manifest["tallies"]}  # fmt: skip
+    _, total, stored = export_recount(store, config, tmp_path / "export", rows_per_file=30, by=("round",))
     assert total["check"] == stored and len(stored) == 2 * 3  # per round: overall and the two regions
     for label, rows in (("2026-w1", first), ("2026-w2", second)):
         assert total["cells"][(label,)] == summed(config, rows)[OVERALL] == stored[(label, "", "")]
