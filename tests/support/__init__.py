@@ -5,6 +5,7 @@
   ``kill`` (SIGKILL, for crash tests) and ``restart``).
 * :mod:`support.reports`: :func:`simulate_envelopes` turns true values into sealed envelopes exactly as a
   device would (seeded ``simulate`` for the randomization), and :func:`upload` posts them in batches.
+* :mod:`support.cli`: :func:`~support.cli.deniable` runs ``deniable ARGS`` in a subprocess, output captured.
 
 The fixtures in ``tests/conftest.py`` wrap these: ``aggregator`` (one server per test module),
 ``fresh_aggregator`` (one per test) and ``server_factory`` (start as many as you like).

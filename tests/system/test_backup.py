@@ -11,8 +11,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import stat
-import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -22,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.cli import deniable
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
 
@@ -32,11 +31,6 @@ from deniable.aggregator.secret_files import ensure_tokens
 from deniable.aggregator.store import Store
 from deniable.shared.descriptor import CampaignConfig
 from deniable.shared.errors import BackupError
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deniable.aggregator.cli", *args],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
 def _stored_ids(database: Path, campaign_id: str) -> set[str]:
@@ -113,7 +107,7 @@ def test_a_backup_under_load_restores_every_report_acknowledged_before_it_starte
         time.sleep(0.05)
     started = time.monotonic()
     target = tmp_path / "backups" / "snapshot.tar"
-    result = _cli("backup", "--data-dir", str(server.data_dir), "--to", str(target))
+    result = deniable("backup", "--data-dir", str(server.data_dir), "--to", str(target))
     uploader.stop_event.set()
     uploader.join(timeout=120)
     assert result.returncode == 0, result.stderr
@@ -126,11 +120,11 @@ def test_a_backup_under_load_restores_every_report_acknowledged_before_it_starte
     assert {"manifest.json", "deniable.sqlite3", f"keys/{config.id}.key"} <= names  # (tokens: from env here)
 
     restored = tmp_path / "restored"
-    result = _cli("restore", "--from", str(target), "--data-dir", str(restored))
+    result = deniable("restore", "--from", str(target), "--data-dir", str(restored))
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(restored.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in restored.rglob("*") if p.is_file())
-    verify = _cli("verify", "--data-dir", str(restored))
+    verify = deniable("verify", "--data-dir", str(restored))
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert before <= _stored_ids(restored / "deniable.sqlite3", config.id)
 

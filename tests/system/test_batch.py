@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from support.cli import deniable
 from support.reports import device_reports, seal_reports, upload
 
 from deniable.aggregator.batch.export import export_campaign
@@ -31,13 +30,6 @@ from deniable.shared.mechanisms import Tally
 
 COUNTRIES = ("de", "fr", "nl")
 DEVICES = ("ios", "android")
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", *args], capture_output=True, text=True, timeout=300,
-        env=env,
-    )
 
 
 def fill(
@@ -76,7 +68,7 @@ def test_batch_recount_equals_the_service_for_every_mechanism(
     campaign_id = f"batch-{mechanism}"
     fill(aggregator, campaign_id, mechanism, k, n=1500, seed=k)
     out = tmp_path / "export"
-    done = cli("export", campaign_id, "--to", str(out), "--data-dir", str(aggregator.data_dir),
+    done = deniable("export", campaign_id, "--to", str(out), "--data-dir", str(aggregator.data_dir),
                "--rows-per-file", "400")
     assert done.returncode == 0, done.stderr
     assert "exported 1500 reports" in done.stdout and "in 4 Parquet files" in done.stdout
@@ -151,14 +143,14 @@ def test_a_tampered_export_fails_the_check(aggregator: Any, tmp_path: Path, dask
 def test_batch_cli_on_a_local_cluster_prints_the_privacy_note_and_checks_live(aggregator: Any, tmp_path: Path) -> None:
     fill(aggregator, "batch-cli", "binary-rr", 2, n=400, seed=8)
     out = tmp_path / "export"
-    assert cli("export", "batch-cli", "--to", str(out), "--data-dir", str(aggregator.data_dir)).returncode == 0
+    assert deniable("export", "batch-cli", "--to", str(out), "--data-dir", str(aggregator.data_dir)).returncode == 0
     env = {**os.environ, "DENIABLE_TOKEN": aggregator.analyst_token}
-    done = cli("batch", str(out), "--workers", "1", "--url", aggregator.url, env=env)
+    done = deniable("batch", str(out), "--workers", "1", "--url", aggregator.url, env=env)
     assert done.returncode == 0, done.stderr
     assert "spend no privacy budget" in done.stdout
     assert "6 service tallies recounted, equal" in done.stdout
     assert "live service: equal" in done.stdout
-    as_csv = cli("batch", str(out), "--workers", "1", "--by", "country", "--format", "csv")
+    as_csv = deniable("batch", str(out), "--workers", "1", "--by", "country", "--format", "csv")
     assert as_csv.returncode == 0, as_csv.stderr
     lines = as_csv.stdout.splitlines()
     assert lines[0] == "country,category,n,count,stderr,ci_low,ci_high,proportion"
@@ -169,7 +161,7 @@ def test_central_campaigns_are_not_exported(aggregator: Any, tmp_path: Path) -> 
     aggregator.create_campaign(
         id="batch-central", question="q", categories=["a", "b"], epsilon=1.0, trust_model="central", budget=5.0,
     )
-    done = cli("export", "batch-central", "--to", str(tmp_path / "x"), "--data-dir", str(aggregator.data_dir))
+    done = deniable("export", "batch-central", "--to", str(tmp_path / "x"), "--data-dir", str(aggregator.data_dir))
     assert done.returncode == 2 and "central" in done.stderr and "custody" in done.stderr
     assert not (tmp_path / "x").exists()
 
@@ -197,8 +189,8 @@ def test_batch_table_says_why_a_tiny_cell_leaves_the_unit_range(aggregator: Any,
     envelopes = seal_reports(config, [1, 1], rng=np.random.default_rng(3), groups=[{"country": "NL"}] * 2)
     assert upload(aggregator, "batch-tiny", envelopes)["accepted"] == 2
     out = tmp_path / "export"
-    assert cli("export", "batch-tiny", "--to", str(out), "--data-dir", str(aggregator.data_dir)).returncode == 0
-    done = cli("batch", str(out), "--workers", "1")
+    assert deniable("export", "batch-tiny", "--to", str(out), "--data-dir", str(aggregator.data_dir)).returncode == 0
+    done = deniable("batch", str(out), "--workers", "1")
     assert done.returncode == 0, done.stderr
     assert "# note (1 cell outside [0, n]): count and proportion are unbiased" in done.stdout
     assert "consistent_count is the biased variant" in done.stdout

@@ -10,14 +10,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.cli import deniable
 from support.server import RunningServer
 
 from deniable.aggregator.batch.run import local_cluster, run_batch
@@ -57,12 +56,6 @@ def population(n: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, 
     return answers, [{"region": "north" if i % 2 else "south"} for i in range(n)]
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``deniable ARGS`` in a subprocess, its output captured."""
-    return subprocess.run([sys.executable, "-m", "deniable.aggregator.cli", *args],
-                          capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
-
-
 def collected(
     aggregator: RunningServer, campaign_id: str, n: int, out: Path, *, epsilon: float, split: str,
     seeds: tuple[int, int],
@@ -75,7 +68,7 @@ def collected(
     answers, groups = population(n, seed=seeds[0])
     sent = simulate_fleet(aggregator.url, campaign_id, answers, groups,
                           randbelow=seeded_randbelow(np.random.default_rng(seeds[1])))  # fmt: skip
-    done = cli("export", campaign_id, "--to", str(out), "--rows-per-file", "700", *aggregator.cli_args(),
+    done = deniable("export", campaign_id, "--to", str(out), "--rows-per-file", "700", *aggregator.cli_args(),
                env=aggregator.cli_env())  # fmt: skip
     assert done.returncode == 0, done.stderr
     return answers, sent
@@ -103,7 +96,7 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
     for cell in grouped.cells:
         assert cell["questions"] == by_region["groups"][cell["cell"]["region"]]["questions"]
 
-    done = cli("batch", str(out), "--cross", "smoke,diet", "--workers", "1", "--format", "json")
+    done = deniable("batch", str(out), "--cross", "smoke,diet", "--workers", "1", "--format", "json")
     assert done.returncode == 0, done.stderr
     body = json.loads(done.stdout)
     assert "spend no privacy budget" in body["privacy"] and body["check"]["mismatches"] == []
@@ -116,11 +109,11 @@ def test_a_survey_export_recounts_to_the_service_and_cross_tabulates_two_questio
         truth = sum(x["smoke"] == a and x["diet"] == b for x in both)
         z.append((row["count"] - truth) / row["stderr"])
     assert max(abs(x) for x in z) < 4, z
-    table = cli("batch", str(out), "--cross", "smoke,diet", "--by", "region", "--workers", "1")
+    table = deniable("batch", str(out), "--cross", "smoke,diet", "--by", "region", "--workers", "1")
     assert table.returncode == 0, table.stderr
     assert "cross-tabulation" in table.stdout and "no privacy budget" in table.stdout
     assert "# check: 3 service tallies recounted, equal" in table.stdout
-    live = cli("batch", str(out), "--workers", "1", "--url", aggregator.url,
+    live = deniable("batch", str(out), "--workers", "1", "--url", aggregator.url,
                env={**os.environ, "DENIABLE_TOKEN": aggregator.analyst_token})  # fmt: skip
     assert live.returncode == 0, live.stdout + live.stderr
     assert "# live service: equal: the service's estimates of all 4 questions over the same 2000 reports" in live.stdout
@@ -137,5 +130,5 @@ def test_a_sampling_survey_recounts_but_refuses_a_cross_tab(
     result = run_batch(out, client=dask_client)
     assert result.ok, result.check_mismatches
     assert result.cells[0]["questions"] == aggregator.estimate(campaign_id)["questions"]
-    done = cli("batch", str(out), "--cross", "smoke,diet")
+    done = deniable("batch", str(out), "--cross", "smoke,diet")
     assert done.returncode == 2 and "sampling split" in done.stderr and "not estimable" in done.stderr

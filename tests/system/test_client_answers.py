@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 import time
 from itertools import count
 from pathlib import Path
 
 import pytest
+from support.cli import deniable
 from support.faulty import Answer, FaultyAggregator
 from support.server import RunningServer
 
@@ -129,26 +128,20 @@ def test_an_answer_stored_before_answers_were_tagged_stays_memoized(
         assert client.submit(cid, "b").report_id == first.report_id
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", *args], capture_output=True, text=True, timeout=120
-    )
-
-
 def test_the_cli_says_the_same(aggregator: RunningServer, tmp_path: Path) -> None:
     cid = _campaign(aggregator)
     base = ["submit", "--aggregator", aggregator.url, "--campaign", cid, "--state-dir", str(tmp_path / "cli")]
-    assert _cli(*base, "--value", "a", "--no-flush").returncode == 0
-    changed = _cli(*base, "--value", "b")
+    assert deniable(*base, "--value", "a", "--no-flush").returncode == 0
+    changed = deniable(*base, "--value", "b")
     assert changed.returncode == 1, changed
     assert "was already answered at" in changed.stderr and "would spend ε=1 again" in changed.stderr
     assert "--reanswer" in changed.stderr and "reanswer=True" not in changed.stderr
-    replaced = _cli(*base, "--value", "b", "--reanswer", "--json")
+    replaced = deniable(*base, "--value", "b", "--reanswer", "--json")
     assert replaced.returncode == 0, replaced
     assert json.loads(replaced.stdout)["delivery"]["accepted"] == 1
-    ledger = json.loads(_cli("ledger", "--state-dir", str(tmp_path / "cli"), "--json").stdout)
+    ledger = json.loads(deniable("ledger", "--state-dir", str(tmp_path / "cli"), "--json").stdout)
     assert ledger["spent"] == 2.0
-    late = _cli(*base, "--value", "c", "--reanswer")
+    late = deniable(*base, "--value", "c", "--reanswer")
     assert late.returncode == 1 and "It was delivered" in late.stderr
     assert aggregator.estimate(cid)["n"] == 1
 

@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import sqlite3
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from itertools import count
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import deniable
 from support.server import RunningServer
 
 from deniable.client import Client, RetryPolicy
@@ -228,12 +228,6 @@ def test_a_really_full_disk_loses_nothing(aggregator: RunningServer, tmp_path: P
 # ------------------------------------------------------------------------------------ damaged files, CLI
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", *args], capture_output=True, text=True, timeout=120
-    )
-
-
 @pytest.mark.parametrize("damage", ["truncated", "unreadable"])
 def test_a_damaged_device_secret_is_a_clear_error_without_a_traceback(
     aggregator: RunningServer, tmp_path: Path, damage: str
@@ -249,7 +243,7 @@ def test_a_damaged_device_secret_is_a_clear_error_without_a_traceback(
         secret.mkdir()  # the read fails with an OSError (IsADirectoryError)
     with pytest.raises(DeviceSecretDamaged, match="restore it from a backup"):
         Client(aggregator.url, state_dir)
-    done = _cli("submit", "--aggregator", aggregator.url, "--campaign", cid, "--value", "a",
+    done = deniable("submit", "--aggregator", aggregator.url, "--campaign", cid, "--value", "a",
                 "--state-dir", str(state_dir))
     assert done.returncode == 1, done
     assert "Traceback" not in done.stderr and "device secret" in done.stderr and "restore it" in done.stderr
@@ -267,6 +261,6 @@ def test_a_damaged_state_database_is_a_clear_error_without_a_traceback(
     with pytest.raises(StateCorrupt, match="restore the state dir from a backup"):
         Client(aggregator.url, state_dir)
     for command in (["submit", "--aggregator", aggregator.url, "--campaign", "x", "--value", "a"], ["ledger"]):
-        done = _cli(*command, "--state-dir", str(state_dir))
+        done = deniable(*command, "--state-dir", str(state_dir))
         assert done.returncode == 1, done
         assert "Traceback" not in done.stderr and "damaged" in done.stderr

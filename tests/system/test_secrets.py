@@ -21,8 +21,6 @@ import base64
 import json
 import socket
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ import numpy as np
 import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
+from support.cli import deniable
 from support.faulty import FaultyTransport
 from support.reports import simulate_envelopes
 from support.server import RunningServer, start_server
@@ -59,9 +58,7 @@ def _mode(path: Path) -> int:
 
 
 def _cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "deniable.aggregator.cli", *args], capture_output=True, text=True, timeout=120
-    )
+    done = deniable(*args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
