@@ -16,16 +16,15 @@ is this rate; the cluster adds one task per file (``benchmarks/batch.py`` measur
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import uptime
+from ingest import call_ms, uptime
 
 from deniable.aggregator.batch.export import group_column, schema_of
 from deniable.aggregator.batch.kernel import Plan, tally_table
@@ -66,16 +65,6 @@ def pc_where(skipped: np.ndarray, values: pa.Array) -> pa.Array:
     return pc.if_else(pa.array(skipped), pa.scalar(None, values.type), values)
 
 
-def timed(table: pa.Table, plan: Plan, repeat: int) -> tuple[float, float]:
-    walls, cpus = [], []
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        tally_table(table, plan)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    return statistics.median(walls), statistics.median(cpus)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -94,10 +83,11 @@ def main() -> None:
                                                                cross=("smoke", "diet")),
     }  # fmt: skip
     for name, plan in runs.items():
-        wall, cpu = timed(table, plan, args.repeat)
+        wall_ms, _, cpu_ms = call_ms(lambda plan=plan: tally_table(table, plan), args.repeat)
+        wall, cpu = wall_ms / 1000, cpu_ms / 1000
         print(f"{name}: median of {args.repeat}: wall {wall:.2f} s, CPU {cpu:.2f} s: "
               f"{args.rows / cpu / 1e6:.2f} M rows per CPU second ({args.rows / wall / 1e6:.2f} M per wall second); "
-              f"load {open('/proc/loadavg').read().split()[0]}")  # noqa: SIM115
+              f"load {os.getloadavg()[0]:.2f}")
     print("uptime:", uptime())
 
 

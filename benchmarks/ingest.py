@@ -195,6 +195,19 @@ def median_p95(times: list[float]) -> tuple[float, float]:
     return statistics.median(times), times[int(0.95 * (len(times) - 1))]
 
 
+def call_ms(call: Any, repeats: int) -> tuple[float, float, float]:
+    """Median and p95 wall ms of ``call()`` in this process, and its median CPU ms (this process only: a
+    database server's work is in the wall time, not here)."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        cpu, start = time.process_time(), time.perf_counter()
+        call()
+        walls.append((time.perf_counter() - start) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+    median, p95 = median_p95(walls)
+    return median, p95, statistics.median(cpus)
+
+
 def database_bytes(store: Store) -> int:
     store.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return store.path.stat().st_size

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import EPSILON, K, Server, ingest_rate, latency_ms, median_p95, raw_decrypt_rates, seal_envelopes, uptime
+from ingest import EPSILON, K, Server, call_ms, ingest_rate, latency_ms, raw_decrypt_rates, seal_envelopes, uptime
 
 from deniable.aggregator import estimation
 from deniable.aggregator.database import PG_TALLY_SHARDS
@@ -189,19 +188,6 @@ def bulk_load(conn: Any, campaign_id: str, n: int, chunk: int = 1_000_000) -> di
     return steps
 
 
-def call_ms(call: Any, repeats: int) -> tuple[float, float, float]:
-    """Median and p95 wall ms of ``call()`` in this process, and its median CPU ms (this process only: the
-    database server's work is in the wall time, not here)."""
-    walls, cpus = [], []
-    for _ in range(repeats):
-        cpu, start = time.process_time(), time.perf_counter()
-        call()
-        walls.append((time.perf_counter() - start) * 1000)
-        cpus.append((time.process_time() - cpu) * 1000)
-    median, p95 = median_p95(walls)
-    return median, p95, statistics.median(cpus)
-
-
 def relation_bytes(conn: Any) -> dict[str, int]:
     """Bytes of the schema's tables (heap and TOAST) and of their indexes, after a checkpoint."""
     conn.execute("CHECKPOINT")
@@ -286,32 +272,35 @@ def estimates(server: Server, database: str, n_stored: int, repeats: int, check:
         after = relation_bytes(conn)
         plans = explain_estimate(conn, big.id)
     print("bulk load: " + ", ".join(f"{step} {seconds:.0f} s" for step, seconds in steps.items()))
-    if check:
-        store = Store(database)
-        checks = [c for c in verify_store(store) if c.campaign_id == big.id]
-        assert checks and checks[0].ok and checks[0].reports == n_stored, checks
-        print(f"deniable verify's recount of the loaded campaign: {n_stored:,} reports, tallies equal")
-    path = "/api/v1/campaigns/bench-big/estimate"
-    status, body = server.request("GET", path, token=server.analyst)
-    assert status == 200 and body["n"] == n_stored, body
     store = Store(database)
-    config = big
-    overall = lambda: estimation.estimate(store, config, group_by=None, level=0.95, noise=None)  # noqa: E731
-    grouped = lambda: estimation.estimate(store, config, group_by="region", level=0.95, noise=None)  # noqa: E731
-    reads = lambda: (store.get_campaign(big.id), store.tallies(big.id))  # noqa: E731
-    assert overall()["n"] == n_stored
-    load = os.getloadavg()
-    print(f"\nestimate latency on PostgreSQL, {n_stored:,} stored reports, {PG_TALLY_SHARDS} tally shards, "
-          f"{repeats} requests each (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; goal < 50 ms):")  # fmt: skip
-    for label, median, p95, cpu in (
-        ("HTTP GET .../estimate", *latency_ms(server, path, repeats), None),
-        ("HTTP GET .../estimate?group_by=region (8)", *latency_ms(server, path + "?group_by=region", repeats), None),
-        ("in process: estimation.estimate, overall", *call_ms(overall, repeats)),
-        ("in process: estimation.estimate, grouped", *call_ms(grouped, repeats)),
-        ("in process: the store reads alone", *call_ms(reads, repeats)),
-    ):
-        cpu_text = "" if cpu is None else f", CPU {cpu:.1f} ms"
-        print(f"  {label:44} median {median:6.1f} ms, p95 {p95:6.1f} ms{cpu_text}")
+    try:
+        if check:
+            checks = [c for c in verify_store(store) if c.campaign_id == big.id]
+            assert checks and checks[0].ok and checks[0].reports == n_stored, checks
+            print(f"deniable verify's recount of the loaded campaign: {n_stored:,} reports, tallies equal")
+        path = "/api/v1/campaigns/bench-big/estimate"
+        status, body = server.request("GET", path, token=server.analyst)
+        assert status == 200 and body["n"] == n_stored, body
+        config = big
+        overall = lambda: estimation.estimate(store, config, group_by=None, level=0.95, noise=None)  # noqa: E731
+        grouped = lambda: estimation.estimate(store, config, group_by="region", level=0.95, noise=None)  # noqa: E731
+        reads = lambda: (store.get_campaign(big.id), store.tallies(big.id))  # noqa: E731
+        assert overall()["n"] == n_stored
+        load = os.getloadavg()
+        print(f"\nestimate latency on PostgreSQL, {n_stored:,} stored reports, {PG_TALLY_SHARDS} tally shards, "
+              f"{repeats} requests each (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; goal < 50 ms):")  # fmt: skip
+        by_region = path + "?group_by=region"
+        for label, median, p95, cpu in (
+            ("HTTP GET .../estimate", *latency_ms(server, path, repeats), None),
+            ("HTTP GET .../estimate?group_by=region (8)", *latency_ms(server, by_region, repeats), None),
+            ("in process: estimation.estimate, overall", *call_ms(overall, repeats)),
+            ("in process: estimation.estimate, grouped", *call_ms(grouped, repeats)),
+            ("in process: the store reads alone", *call_ms(reads, repeats)),
+        ):
+            cpu_text = "" if cpu is None else f", CPU {cpu:.1f} ms"
+            print(f"  {label:44} median {median:6.1f} ms, p95 {p95:6.1f} ms{cpu_text}")
+    finally:
+        store.close()
     print("  EXPLAIN ANALYZE of the estimate's two reads (the campaign with its count; the tally rows):")
     for plan in plans:
         print(plan)
