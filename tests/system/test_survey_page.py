@@ -63,6 +63,12 @@ def reports_of(server: RunningServer, campaign_id: str) -> int:
     return int(server.estimate(campaign_id)["n"])
 
 
+def submit(page: Any) -> None:
+    """Click Submit answer and wait until the page says the answer was delivered."""
+    page.get_by_role("button", name="Submit answer").click()
+    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+
+
 def open_page(browser: Any, server: RunningServer, campaign_id: str, context: Any = None) -> tuple[Any, Any, dict]:
     context = context or browser.new_context()
     page = context.new_page()
@@ -109,8 +115,7 @@ def test_answering_delivers_one_report_counted_once_and_a_reload_sends_nothing(
     assert "randomized in this browser" in note and "cannot know what you chose" in note
     page.get_by_label("yes").check()
     page.get_by_label("Your country (sent as it is)").select_option("fr")
-    page.get_by_role("button", name="Submit answer").click()
-    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    submit(page)
     assert reports_of(server, "web-smoking") == 1
     assert len(seen["posts"]) == 1
     page.reload()
@@ -119,8 +124,7 @@ def test_answering_delivers_one_report_counted_once_and_a_reload_sends_nothing(
     assert len(seen["posts"]) == 1, "a reload re-sent a report"
     page.get_by_label("yes").check()
     page.get_by_label("Your country (sent as it is)").select_option("fr")
-    page.get_by_role("button", name="Submit answer").click()  # the same answer again: the same report
-    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    submit(page)  # the same answer again: the same report
     assert reports_of(server, "web-smoking") == 1, "the repeated answer was counted twice"
     assert seen["errors"] == []
     context.close()
@@ -263,8 +267,7 @@ def test_a_shuffled_campaign_is_answered_through_its_shuffler_never_the_aggregat
             context, page, seen = open_page(browser, server, "web-shuffled")
             assert "shuffler" in page.get_by_role("region", name="What happens to your answer").inner_text()
             page.get_by_label(answer, exact=True).check()
-            page.get_by_role("button", name="Submit answer").click()
-            page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+            submit(page)
             posts += seen["posts"]
             assert seen["errors"] == []
             context.close()
@@ -321,8 +324,7 @@ def test_a_survey_of_every_question_kind_is_rendered_answered_and_opens_in_pytho
     page.get_by_label("A number from 18 to 99").fill("37")
     page.get_by_label("maps").check()
     page.get_by_label("chat").check()
-    page.get_by_role("button", name="Submit answer").click()
-    page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+    submit(page)
     posted = page.evaluate("window.posted")
     assert seen["errors"] == []
     context.close()
@@ -365,8 +367,7 @@ def test_a_survey_created_by_the_aggregator_is_answered_counted_once_and_estimat
         page.get_by_role("group", name="Hours of sleep last night?").get_by_label(sleep).check()
         page.get_by_label("A number from 18 to 99").fill(age)
         page.get_by_label("Your country (sent as it is)").select_option(country)
-        page.get_by_role("button", name="Submit answer").click()
-        page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+        submit(page)
 
     context, page, seen = open_page(browser, server, "web-health")
     assert page.get_by_role("heading", name="Health this month").is_visible()
@@ -409,8 +410,7 @@ def test_a_recurring_survey_is_answered_round_by_round_from_its_links(browser: A
         _, page, seen = open_page(browser, server, f"web-weekly?round={label}", context)
         page.get_by_role("group", name="Did you smoke this month?").get_by_label("quit").check()
         page.get_by_label("news").check()
-        page.get_by_role("button", name="Submit answer").click()
-        page.wait_for_selector("[role=status][data-kind=done]", timeout=15000)
+        submit(page)
         assert seen["errors"] == [] and len(seen["posts"]) == 1
         page.close()
     _, page, seen = open_page(browser, server, "web-weekly", context)
