@@ -411,7 +411,10 @@ def serve_command(args: argparse.Namespace) -> int:
 def _open_store(data_dir: Path, database: str | None = None) -> Any:
     """The store of ``database`` (a PostgreSQL URL), else of the data dir's SQLite file; None (after one line
     on stderr) when there is none or it cannot be reached."""
-    from deniable.aggregator.store import DATABASE_NAME, Store
+    # the app (Flask), not only the store: a command over a data dir needs the aggregator extra, and a
+    # device-only install hears so here, in one line (cli._missing_extra), before it looks for a database
+    from deniable.aggregator.api.app import DATABASE_NAME
+    from deniable.aggregator.store import Store
     from deniable.shared.errors import StoreUnavailable
 
     if database is not None:
